@@ -1,0 +1,3 @@
+from kernelrag.cli import main
+
+raise SystemExit(main())
