@@ -1,0 +1,30 @@
+"""Mean squared error between two fp32 tensors (a full reduction to one scalar)."""
+import torch
+import torch.nn as nn
+
+batch_size = 8192
+dim = 65536
+
+
+class Model(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, predictions: torch.Tensor, targets: torch.Tensor) -> torch.Tensor:
+        return torch.mean((predictions - targets) ** 2)
+
+
+def get_inputs():
+    return [torch.randn(batch_size, dim), torch.randn(batch_size, dim)]
+
+
+def get_init_inputs():
+    return []
+
+
+def get_flops():
+    return 3 * batch_size * dim
+
+
+def get_bytes():
+    return 2 * batch_size * dim * 4 + 4
