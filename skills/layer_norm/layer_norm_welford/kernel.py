@@ -96,9 +96,11 @@ def layer_norm_welford(x: torch.Tensor, normalized_shape: tuple, weight: torch.T
 class ModelNew(nn.Module):
     """LayerNorm through layer_norm_welford_kernel; parameters named as in Model."""
 
-    def __init__(self, normalized_shape: tuple):
+    def __init__(self, normalized_shape: "int | tuple"):
         super().__init__()
-        self.normalized_shape = tuple(normalized_shape)
+        # nn.LayerNorm accepts an int for a single trailing dim; so do we
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(shape)
         self.eps = 1e-5
         self.weight = nn.Parameter(torch.ones(self.normalized_shape))
         self.bias = nn.Parameter(torch.zeros(self.normalized_shape))

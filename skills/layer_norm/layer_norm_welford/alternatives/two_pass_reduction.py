@@ -75,9 +75,11 @@ def layer_norm_two_pass(x, normalized_shape, weight, bias, eps):
 class ModelNew(nn.Module):
     """LayerNorm with three sweeps per row; parameters named as in Model."""
 
-    def __init__(self, normalized_shape: tuple):
+    def __init__(self, normalized_shape: "int | tuple"):
         super().__init__()
-        self.normalized_shape = tuple(normalized_shape)
+        # nn.LayerNorm accepts an int for a single trailing dim; so do we
+        shape = (normalized_shape,) if isinstance(normalized_shape, int) else normalized_shape
+        self.normalized_shape = tuple(shape)
         self.eps = 1e-5
         self.weight = nn.Parameter(torch.ones(self.normalized_shape))
         self.bias = nn.Parameter(torch.zeros(self.normalized_shape))

@@ -1,0 +1,144 @@
+"""``kernelrag graph suggest|why|show|failures|export``: the reasoning graph."""
+from __future__ import annotations
+
+import argparse
+
+EXAMPLE = """examples:
+  kernelrag graph suggest tasks/softmax.py            # trace the task, rank transformations
+  kernelrag graph suggest "softmax[dim=-1]" --gpu h200
+  kernelrag graph why "softmax[dim=-1]" online_softmax
+  kernelrag graph show                                # every pattern with its evidence counts
+  kernelrag graph failures "matmul>add>relu"
+  kernelrag graph export graph.dot --format dot
+
+Scores: Wilson lower bound of the success rate x geometric-mean speedup against the
+better of eager and torch.compile; transformations seen only on related patterns
+are marked similar:<pattern> and discounted."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXAMPLE
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    p = sub.add_parser("suggest", help="transformations to try for a task or pattern, ranked by evidence")
+    p.add_argument("target", metavar="TASK_OR_PATTERN", help="a KernelBench task file or an op pattern")
+    p.add_argument("--gpu", default=None, help="only evidence from GPUs whose name contains this")
+    p.add_argument("-k", type=int, default=8)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("why", help="all evidence for one transformation on one pattern")
+    p.add_argument("pattern", metavar="PATTERN")
+    p.add_argument("transformation", metavar="TRANSFORMATION")
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("show", help="patterns in the graph, or one pattern's transformations")
+    p.add_argument("pattern", metavar="PATTERN", nargs="?")
+    p.add_argument("--gpu", default=None)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("failures", help="what failed or lost on a pattern (negative knowledge)")
+    p.add_argument("pattern", metavar="PATTERN")
+    p.add_argument("--gpu", default=None)
+    p.add_argument("--json", action="store_true")
+    p = sub.add_parser("export", help="write the graph as GraphML, DOT or JSON")
+    p.add_argument("path", metavar="PATH")
+    p.add_argument("--format", choices=("graphml", "dot", "json"), default=None,
+                   help="default: from the file suffix, else graphml")
+
+
+def _pattern(target: str):
+    from pathlib import Path
+
+    from kernelrag.patterns import from_signature, op_pattern
+
+    if Path(target).is_file():
+        return op_pattern(target)
+    return from_signature(target)
+
+
+def _print_json(data) -> None:
+    import json
+
+    from kernelrag.types import plain
+
+    print(json.dumps(plain(data), indent=2, default=str))
+
+
+def run(args: argparse.Namespace) -> int:
+    import sys
+
+    from kernelrag.graph import ReasoningGraph
+
+    action = getattr(args, "action", None)
+    if not action:
+        print("kernelrag graph: give an action: suggest, why, show, failures, export "
+              "(see kernelrag graph --help)", file=sys.stderr)
+        return 2
+    graph = ReasoningGraph()
+    for warning in graph.warnings:
+        print(f"warning: {warning}", file=sys.stderr)
+
+    if action == "suggest":
+        pattern = _pattern(args.target)
+        if not pattern.known:
+            print(f"kernelrag graph: the task's op pattern is unknown: {pattern.reason}", file=sys.stderr)
+            return 1
+        rows = graph.suggest(pattern, gpu=args.gpu, k=args.k)
+        if args.json:
+            _print_json({"pattern": pattern.signature, "category": pattern.category, "suggestions": rows,
+                         "skills": graph.skills_for(pattern)})
+            return 0
+        print(f"pattern {pattern.signature} ({pattern.category})")
+        if not rows:
+            print("  no recorded evidence for this pattern or related ones yet")
+        for s in rows:
+            print("  " + s.line())
+        skills = graph.skills_for(pattern)
+        if skills:
+            print("skills implementing it: " + ", ".join(skills))
+        return 0
+
+    if action == "why":
+        ev = graph.why(_pattern(args.pattern), args.transformation)
+        if args.json:
+            _print_json(ev)
+        else:
+            print(ev.summary())
+        return 0
+
+    if action == "failures":
+        rows = graph.failures(_pattern(args.pattern), gpu=args.gpu)
+        if args.json:
+            _print_json(rows)
+        else:
+            print("\n".join(f.line() for f in rows) or "no failures recorded")
+        return 0
+
+    if action == "show":
+        if args.pattern:
+            pattern = _pattern(args.pattern)
+            rows = graph.table(pattern, gpu=args.gpu)
+            if args.json:
+                _print_json({"pattern": pattern.signature, "transformations": rows,
+                             "skills": graph.skills_for(pattern)})
+                return 0
+            print(f"pattern {pattern.signature}")
+            print("\n".join("  " + r.line() for r in rows) or "  no evidence recorded")
+            return 0
+        overview = []
+        for sig in graph.patterns():
+            rows = graph.table(sig, gpu=args.gpu)
+            overview.append({"pattern": sig, "transformations": len(rows),
+                             "attempts": sum(r.attempts for r in rows),
+                             "best": rows[0].transformation if rows and rows[0].successes else None,
+                             "skills": graph.skills_for(sig)})
+        if args.json:
+            _print_json({"path": str(graph.path), "patterns": overview})
+            return 0
+        print(f"reasoning graph {graph.path}{'' if graph.path.exists() else ' (not written yet; seeded)'}")
+        for o in overview:
+            print(f"  {o['pattern']:36s} {o['transformations']:2d} transformations "
+                  f"{o['attempts']:4d} attempts  best {o['best'] or '-'}  skills {', '.join(o['skills']) or '-'}")
+        return 0
+
+    fmt = args.format or {".dot": "dot", ".gv": "dot", ".json": "json"}.get(
+        __import__("pathlib").Path(args.path).suffix, "graphml")
+    path = graph.export(args.path, fmt)
+    print(f"wrote {path} ({fmt})")
+    return 0

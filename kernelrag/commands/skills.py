@@ -1,0 +1,166 @@
+"""``kernelrag skills list|show|verify|approve|retire|promote``: the skill library."""
+from __future__ import annotations
+
+import argparse
+
+EXAMPLE = """examples:
+  kernelrag skills list
+  kernelrag skills show softmax_online
+  kernelrag skills verify softmax_online --device cpu
+  kernelrag skills approve my_learned_softmax
+  kernelrag skills promote my_learned_softmax      # copy a learned skill into skills/
+
+Seed skills (skills/) are read-only: approve/retire on one records an override
+under $KERNELRAG_HOME. Their measured numbers come from
+`python3 -m kernelrag.measure_skills` run on a GPU. "stale" means the numbers were
+measured under another GPU or torch/triton version than this machine's."""
+
+ACTIONS = ("list", "show", "verify", "approve", "retire", "promote")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.epilog = EXAMPLE
+    sub = parser.add_subparsers(dest="action", metavar="ACTION")
+    p = sub.add_parser("list", help="all skills with state, staleness and best speedups")
+    p.add_argument("--active", action="store_true", help="hide retired skills")
+    p.add_argument("--json", action="store_true")
+    for name, text in (("show", "one skill's metadata, provenance and files"),
+                       ("approve", "mark a verified skill approved by a person"),
+                       ("retire", "stop offering a skill"),
+                       ("promote", "copy a learned skill into the seed skills folder")):
+        p = sub.add_parser(name, help=text)
+        p.add_argument("name", metavar="NAME")
+        p.add_argument("--json", action="store_true")
+        if name == "show":
+            p.add_argument("--source", action="store_true", help="also print kernel.py")
+        if name == "promote":
+            p.add_argument("--dest", default=None, help="destination root (default: the seed skills folder)")
+    p = sub.add_parser("verify", help="run the verifier on a skill's kernel")
+    p.add_argument("name", metavar="NAME")
+    p.add_argument("--device", choices=("auto", "cpu", "cuda"), default=None)
+    p.add_argument("--no-write", action="store_true", help="do not record the result in a learned skill")
+    p.add_argument("--json", action="store_true")
+
+
+def _row(lib, s) -> dict:
+    prov = s.provenance
+    return {"name": s.name, "pattern": s.pattern, "backend": s.backend, "state": s.review_state,
+            "source": s.source, "stale": lib.is_stale(s), "speedup_vs_eager": prov.get("speedup_vs_eager"),
+            "speedup_vs_compile": prov.get("speedup_vs_compile"), "gpu": prov.get("gpu")}
+
+
+def _fmt(x) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def _list(lib, args) -> int:
+    import json
+
+    rows = [_row(lib, s) for s in lib.list(include_retired=not args.active)]
+    if args.json:
+        print(json.dumps({"skills": rows, "problems": lib.problems}, indent=2))
+        return 0
+    head = f"{'NAME':28s} {'PATTERN':32s} {'BACKEND':7s} {'STATE':12s} {'STALE':6s} {'EAGER':>7s} {'COMPILE':>7s}  GPU"
+    print(head)
+    for r in rows:
+        stale = "never" if r["stale"] == "never measured" else ("yes" if r["stale"] else "no")
+        src = "" if r["source"] == "seed" else " (learned)"
+        print(f"{r['name'] + src:28s} {r['pattern']:32s} {r['backend']:7s} {r['state']:12s} {stale:6s} "
+              f"{_fmt(r['speedup_vs_eager']):>7s} {_fmt(r['speedup_vs_compile']):>7s}  {r['gpu'] or '-'}")
+    print(f"{len(rows)} skills")
+    for problem in lib.problems:
+        print(f"warning: {problem}")
+    return 0
+
+
+def _show(lib, args) -> int:
+    import json
+
+    s = lib.get(args.name)
+    data = s.to_dict()
+    data["stale"] = lib.is_stale(s)
+    data["alternatives"] = [str(p) for p in s.alternatives()]
+    if args.json:
+        print(json.dumps(data, indent=2, default=str))
+        return 0
+    print(f"{s.name}  ({s.source}, {s.review_state})\n  {s.summary}")
+    for key in ("pattern", "category", "backend", "transformations", "dtypes", "shapes", "tolerance"):
+        print(f"  {key:16s} {data[key]}")
+    print(f"  {'path':16s} {s.path}")
+    print(f"  {'stale':16s} {data['stale'] or 'no'}")
+    if s.provenance:
+        print("  provenance:")
+        for k, v in s.provenance.items():
+            print(f"    {k:20s} {v}")
+    for alt in data["alternatives"]:
+        print(f"  alternative      {alt}")
+    if args.source:
+        print("\n# kernel.py\n" + s.kernel_source())
+    return 0
+
+
+def _verify(lib, args) -> int:
+    import json
+
+    from kernelrag.config import load_settings
+    from kernelrag.verify import verify
+
+    settings = load_settings()
+    s = lib.get(args.name)
+    device = args.device or settings.device
+    options = {"tolerance": dict(s.tolerance)} if s.tolerance else {}
+    v = verify(str(s.reference_path), str(s.kernel_path), device=device, timeout_s=settings.verify_timeout_s,
+               **options)
+    note = ""
+    if s.source == "learned" and not args.no_write:
+        from kernelrag.measure_skills import provenance
+
+        if v.ok and v.timed:
+            state = "approved" if s.review_state == "approved" else "verified"
+            lib.record_measurement(s.name, provenance(v, _now()), state)
+            note = f"recorded: state {state}, provenance updated"
+        elif not v.ok and v.status not in ("not_checkable",):
+            lib.record_measurement(s.name, None, "needs_review")
+            note = "recorded: state needs_review"
+    elif s.source == "seed":
+        note = "seed skill: numbers are recorded by `python3 -m kernelrag.measure_skills --write` on a GPU"
+    if args.json:
+        print(json.dumps({"skill": s.name, "verdict": v.to_dict(), "note": note}, indent=2, default=str))
+    else:
+        print(f"{s.name}: {v.summary()}")
+        if note:
+            print(note)
+    return 0 if v.ok else 1
+
+
+def _now() -> str:
+    from kernelrag.graph_store import now_utc
+
+    return now_utc()
+
+
+def run(args: argparse.Namespace) -> int:
+    import json
+    import sys
+
+    from kernelrag.skills import SkillLibrary
+
+    if not getattr(args, "action", None):
+        print(f"kernelrag skills: give an action: {', '.join(ACTIONS)} (see kernelrag skills --help)",
+              file=sys.stderr)
+        return 2
+    lib = SkillLibrary()
+    if args.action == "list":
+        return _list(lib, args)
+    if args.action == "show":
+        return _show(lib, args)
+    if args.action == "verify":
+        return _verify(lib, args)
+    if args.action == "promote":
+        target = lib.promote(args.name, dest=args.dest)
+        out = {"skill": args.name, "path": str(target)}
+    else:
+        skill = lib.approve(args.name) if args.action == "approve" else lib.retire(args.name)
+        out = {"skill": skill.name, "state": skill.review_state, "source": skill.source}
+    print(json.dumps(out) if args.json else "  ".join(f"{k}: {v}" for k, v in out.items()))
+    return 0

@@ -1,0 +1,257 @@
+"""Measure the seed skills with the verifier and record what was measured.
+
+    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cuda --write --skip-done
+    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cuda --only softmax_online --results out.jsonl
+    PYTHONPATH=. python3 -m kernelrag.measure_skills --apply out.jsonl        # on another machine
+    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cpu             # correctness only
+
+For each skill: verify ``kernel.py`` against ``reference.py`` (and every
+``alternatives/*.py``); with ``--write`` put the measured numbers into
+skill.toml ``[provenance]`` (review.state "verified" when ok, "needs_review"
+when not; an "approved" skill that still passes stays approved) and append one
+evidence record per attempt to ``skills/evidence.jsonl`` (log id
+``seed-<date>-<skill>``), which seeds the reasoning graph. An alternative is
+"slower" when its kernel time is above the main kernel's in the same run.
+``--results`` writes the same to a file that ``--apply`` replays elsewhere.
+
+Chunkable for short command limits: ``--only``, ``--skip-done`` (skills whose
+measurement still holds on this GPU and torch/triton) and ``--budget-s`` (start
+no new skill after that many seconds). ``--device cpu`` checks correctness
+under the Triton interpreter and records nothing timed.
+Imports only the standard library, torch and triton (through the verifier).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime as _dt
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+from kernelrag.errors import KernelRAGError
+from kernelrag.graph_store import atomic_write_text, file_lock
+from kernelrag.graph_query import outcome_from_verdict
+from kernelrag.skills import Skill, SkillLibrary, alternative_transformations
+
+PROVENANCE_KEYS = ("gpu", "driver", "torch", "triton", "date", "device", "trials", "kernel_ms",
+                   "eager_ms", "compile_ms", "iqr_ms", "speedup_vs_eager", "speedup_vs_compile",
+                   "frac_roofline", "achieved_gbps", "achieved_tflops")
+
+
+def _get(v: Any, key: str, default: Any = None) -> Any:
+    return v.get(key, default) if isinstance(v, dict) else getattr(v, key, default)
+
+
+def _ms(v: Any, key: str) -> float | None:
+    t = _get(v, key)
+    return None if t is None else float(_get(t, "median_ms"))
+
+
+def _r(x: Any, nd: int = 4) -> Any:
+    return round(float(x), nd) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+
+
+def provenance(v: Any, date: str) -> dict[str, Any]:
+    """skill.toml [provenance] from a timed verdict (numbers only from the verifier)."""
+    kernel = _get(v, "kernel_ms")
+    prov = {"gpu": _get(v, "gpu"), "driver": _get(v, "driver"), "torch": _get(v, "torch_version"),
+            "triton": _get(v, "triton_version"), "date": date, "device": _get(v, "device"),
+            "trials": _get(kernel, "trials") if kernel is not None else _get(v, "trials"),
+            "kernel_ms": _r(_ms(v, "kernel_ms"), 6), "eager_ms": _r(_ms(v, "eager_ms"), 6),
+            "compile_ms": _r(_ms(v, "compile_ms"), 6),
+            "iqr_ms": _r(_get(kernel, "iqr_ms"), 6) if kernel is not None else None,
+            "speedup_vs_eager": _r(_get(v, "speedup_vs_eager")),
+            "speedup_vs_compile": _r(_get(v, "speedup_vs_compile")),
+            "frac_roofline": _r(_get(v, "frac_roofline")), "achieved_gbps": _r(_get(v, "achieved_gbps"), 2),
+            "achieved_tflops": _r(_get(v, "achieved_tflops"), 3)}
+    return {k: prov[k] for k in PROVENANCE_KEYS if prov.get(k) is not None}
+
+
+def _regime(skill: Skill) -> dict[str, Any]:
+    try:
+        from kernelrag.patterns import op_pattern
+
+        p = op_pattern(skill.reference_path)
+    except Exception as exc:                     # the measurement does not depend on it
+        print(f"  note: could not trace {skill.reference_path}: {exc}", file=sys.stderr)
+        return {}
+    if p.known and p.signature != skill.pattern:
+        print(f"  warning: {skill.name}: skill.toml pattern {skill.pattern!r} but reference.py traces "
+              f"as {p.signature!r}", file=sys.stderr)
+    return {k: v for k, v in p.regime.items() if k != "note"}
+
+
+def record(skill: Skill, v: Any, *, transformations: list[str], outcome: str, variant: str,
+           regime: dict[str, Any], date: str) -> dict[str, Any]:
+    """One evidence line (the reasoning graph's record format)."""
+    dtypes = regime.get("dtypes") or skill.dtypes or ["unknown"]
+    return {"pattern": skill.pattern, "transformations": transformations,
+            "gpu": _get(v, "gpu") or _get(v, "device") or "unknown", "outcome": outcome,
+            "speedup_vs_eager": _r(_get(v, "speedup_vs_eager")),
+            "speedup_vs_compile": _r(_get(v, "speedup_vs_compile")), "dtype": dtypes[0],
+            "regime": regime, "log_id": f"seed-{date[:10]}-{skill.name}",
+            "skill": skill.name if variant == "kernel" else None,
+            "versions": {"torch": _get(v, "torch_version"), "triton": _get(v, "triton_version"),
+                         "driver": _get(v, "driver")},
+            "date": date, "detail": (_get(v, "reason") or "")[:300], "kernel_ms": _r(_ms(v, "kernel_ms"), 6),
+            "variant": variant}
+
+
+def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout_s: float,
+            trials: int, alternatives: bool = True, date: str | None = None) -> dict[str, Any]:
+    """Verify a skill (and its alternatives); returns a result dict (see ``apply``)."""
+    date = date or _dt.datetime.now(_dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
+    timed = device != "cpu"
+    options = dict(device=device, timeout_s=timeout_s, trials=trials, measure_time=timed)
+    if skill.tolerance:
+        options["tolerance"] = dict(skill.tolerance)
+    try:
+        main = verify_fn(str(skill.reference_path), str(skill.kernel_path), **options)
+    except KernelRAGError as exc:                 # a malformed reference.py: the skill needs fixing
+        main = {"ok": False, "status": "task_error", "reason": str(exc), "timed": False, "device": device}
+    on_gpu = _get(main, "device", device) != "cpu"
+    regime = _regime(skill) if timed else {}
+    result = {"skill": skill.name, "ok": bool(_get(main, "ok")), "status": _get(main, "status"),
+              "reason": _get(main, "reason"), "summary": _summary(main), "timed": bool(_get(main, "timed")),
+              "date": date, "provenance": None, "state": None, "records": [], "alternatives": []}
+    main_ms = _ms(main, "kernel_ms")
+    outcome = outcome_from_verdict(main)
+    if result["timed"] and outcome:
+        result["records"].append(record(skill, main, transformations=skill.transformations,
+                                        outcome=outcome, variant="kernel", regime=regime, date=date))
+    if result["timed"] and result["ok"]:
+        result["provenance"] = provenance(main, date)
+        result["state"] = "approved" if skill.review_state == "approved" else "verified"
+    elif not result["ok"] and on_gpu and _get(main, "status") != "not_checkable":
+        result["state"] = "needs_review"
+    for alt in (skill.alternatives() if alternatives else []):
+        variant = f"alternatives/{alt.name}"
+        try:
+            tids = alternative_transformations(alt)
+        except Exception as exc:
+            result["alternatives"].append({"variant": variant, "status": "skipped", "summary": str(exc)})
+            continue
+        try:
+            v = verify_fn(str(skill.reference_path), str(alt), **options)
+        except KernelRAGError as exc:
+            result["alternatives"].append({"variant": variant, "status": "task_error", "summary": str(exc)})
+            continue
+        alt_outcome = outcome_from_verdict(v)
+        alt_ms = _ms(v, "kernel_ms")
+        if _get(v, "ok") and alt_ms is not None and main_ms is not None and alt_ms > main_ms:
+            alt_outcome = "slower"
+        result["alternatives"].append({"variant": variant, "transformations": tids, "ok": bool(_get(v, "ok")),
+                                       "status": _get(v, "status"), "outcome": alt_outcome,
+                                       "summary": _summary(v)})
+        if _get(v, "timed") and alt_outcome and result["timed"]:
+            result["records"].append(record(skill, v, transformations=tids, outcome=alt_outcome,
+                                            variant=variant, regime=regime, date=date))
+    return result
+
+
+def _summary(v: Any) -> str:
+    fn = getattr(v, "summary", None)
+    return fn() if callable(fn) else f"{_get(v, 'status')}: {_get(v, 'reason')}"
+
+
+def append_evidence(path: Path, records: list[dict[str, Any]]) -> None:
+    """Add records, replacing earlier ones of the same (log id, gpu, variant)."""
+    if not records:
+        return
+    keys = {(r["log_id"], r["gpu"], r.get("variant")) for r in records}
+    with file_lock(path):
+        kept = []
+        if path.is_file():
+            for line in path.read_text().splitlines():
+                if not line.strip():
+                    continue
+                try:
+                    old = json.loads(line)
+                except ValueError:
+                    kept.append(line)
+                    continue
+                if (old.get("log_id"), old.get("gpu"), old.get("variant")) not in keys:
+                    kept.append(line)
+        kept += [json.dumps(r, sort_keys=True) for r in records]
+        atomic_write_text(path, "\n".join(kept) + "\n")
+
+
+def apply(library: SkillLibrary, result: dict[str, Any], evidence_path: Path) -> None:
+    """Write one measured result into skill.toml and the evidence file."""
+    if result.get("state"):
+        library.record_measurement(result["skill"], result.get("provenance"), result["state"])
+    append_evidence(evidence_path, result.get("records", []))
+
+
+def _verify_fn() -> Callable[..., Any]:
+    try:
+        from kernelrag.verify import verify
+    except ImportError as exc:
+        raise SystemExit(f"measure_skills: the verifier cannot be imported ({exc}); run from the repository "
+                         "root with PYTHONPATH=. on a machine with torch and triton")
+    return verify
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python3 -m kernelrag.measure_skills",
+                                 description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu", "auto"))
+    ap.add_argument("--only", action="append", default=[], help="skill name(s), comma-separated or repeated")
+    ap.add_argument("--skip-done", action="store_true", help="skip skills whose measurement holds here")
+    ap.add_argument("--write", action="store_true", help="write skill.toml and the evidence file")
+    ap.add_argument("--out-evidence", type=Path, default=None, help="default: <seed dir>/evidence.jsonl")
+    ap.add_argument("--results", type=Path, default=None, help="also append results (JSON lines) here")
+    ap.add_argument("--apply", type=Path, default=None, help="apply a --results file; no verification")
+    ap.add_argument("--seed-dir", type=Path, default=None)
+    ap.add_argument("--budget-s", type=float, default=None, help="start no new skill after this many seconds")
+    ap.add_argument("--trials", type=int, default=5)
+    ap.add_argument("--timeout-s", type=float, default=300.0)
+    ap.add_argument("--no-alternatives", action="store_true")
+    args = ap.parse_args(argv)
+    from kernelrag.config import load_settings
+
+    settings = load_settings()
+    library = SkillLibrary(settings, seed_dir=args.seed_dir)
+    evidence_path = args.out_evidence or library.seed_dir / "evidence.jsonl"
+    if args.apply:
+        for line in args.apply.read_text().splitlines():
+            if line.strip():
+                result = json.loads(line)
+                apply(library, result, evidence_path)
+                print(f"applied {result['skill']}: state {result.get('state')}, "
+                      f"{len(result.get('records', []))} evidence records")
+        return 0
+    wanted = {n.strip() for item in args.only for n in item.split(",") if n.strip()}
+    skills = [library.get(n) for n in sorted(wanted)] if wanted else library.list(source="seed")
+    verify = _verify_fn()
+    start, failed = time.monotonic(), 0
+    for i, skill in enumerate(skills, 1):
+        if args.budget_s is not None and time.monotonic() - start > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s spent; stopped before {skill.name} "
+                  f"({len(skills) - i + 1} left; rerun with --skip-done)")
+            break
+        done = skill.review_state in ("verified", "approved") and library.is_stale(skill) is None
+        if args.skip_done and args.device != "cpu" and done:
+            print(f"[{i}/{len(skills)}] {skill.name}: measurement holds here, skipped")
+            continue
+        t0 = time.monotonic()
+        result = measure(skill, verify, device=args.device, timeout_s=args.timeout_s, trials=args.trials,
+                         alternatives=not args.no_alternatives)
+        failed += not result["ok"]
+        print(f"[{i}/{len(skills)}] {skill.name}: {result['summary']} ({time.monotonic() - t0:.0f} s)")
+        for alt in result["alternatives"]:
+            print(f"    {alt['variant']}: {alt.get('outcome') or alt['status']}: {alt['summary']}")
+        if args.results:
+            args.results.parent.mkdir(parents=True, exist_ok=True)
+            with open(args.results, "a") as fh:
+                fh.write(json.dumps(result, sort_keys=True) + "\n")
+        if args.write:
+            apply(library, result, evidence_path)
+        sys.stdout.flush()
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

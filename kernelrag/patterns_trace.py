@@ -1,0 +1,214 @@
+"""Tracing a KernelBench task into canonical ops (the torch half of patterns.py).
+
+The task is built on the meta device, traced with torch.fx (torch.export when fx
+fails), shapes are propagated on meta tensors, and every graph node is mapped to
+zero or more canonical ops (``kernelrag.patterns_canon``). Known compositions
+(RMSNorm written out by hand, a manual softmax...) are then folded into one op.
+"""
+from __future__ import annotations
+
+import contextlib
+import io
+import types
+from pathlib import Path
+from typing import Any
+
+from kernelrag.errors import TaskError
+from kernelrag.patterns import OpPattern, category_of, size_class, unknown
+from kernelrag.patterns_canon import Op, canonical_ops, compose
+
+
+def load_task(task: "str | Path") -> tuple[types.ModuleType, str]:
+    """Execute a task file (or task source) as a fresh module; returns (module, label)."""
+    text, label = None, "<task source>"
+    if isinstance(task, Path) or ("\n" not in str(task) and len(str(task)) < 4096):
+        path = Path(task).expanduser()
+        if not path.is_file():
+            raise TaskError(f"task file {str(task)!r} does not exist; give a KernelBench task file or its source")
+        text, label = path.read_text(), str(path)
+    else:
+        text = str(task)
+    module = types.ModuleType("kernelrag_task")
+    module.__file__ = label
+    try:
+        exec(compile(text, label, "exec"), module.__dict__)
+    except SyntaxError as exc:
+        raise TaskError(f"{label} is not valid Python: {exc}; fix the task file") from None
+    if not isinstance(getattr(module, "Model", None), type):
+        raise TaskError(f"{label} defines no class Model; a KernelBench task needs Model, "
+                        "get_inputs() and get_init_inputs()")
+    return module, label
+
+
+def _short(exc: BaseException) -> str:
+    text = f"{type(exc).__name__}: {exc}".strip().splitlines()[0]
+    return text[:240]
+
+
+@contextlib.contextmanager
+def _meta_device():
+    """Build everything on the meta device; ``.cuda()`` in a task becomes a no-op."""
+    import torch
+
+    saved = torch.Tensor.cuda
+    torch.Tensor.cuda = lambda self, *a, **k: self          # meta tensors stay meta
+    try:
+        with torch.device("meta"):
+            yield
+    finally:
+        torch.Tensor.cuda = saved
+
+
+def _build(module: types.ModuleType) -> tuple[Any, list | None, str]:
+    """(model, inputs or None, note) built on the meta device."""
+    with _meta_device():
+        init = module.get_init_inputs() if hasattr(module, "get_init_inputs") else []
+        model = module.Model(*init)
+        model.eval()
+        try:
+            inputs = list(module.get_inputs())
+            note = ""
+        except Exception as exc:  # the pattern can still be traced without shapes
+            inputs, note = None, f"get_inputs() failed on the meta device ({_short(exc)})"
+    return model, inputs, note
+
+
+def _trace(model: Any, inputs: list | None) -> tuple[Any, set[str], str]:
+    """(graph module, names of placeholders that are parameters, tracer)."""
+    import torch
+
+    errors = []
+    try:
+        gm = torch.fx.symbolic_trace(model)
+        if inputs is not None:
+            from torch.fx.passes.shape_prop import ShapeProp
+
+            try:
+                with _meta_device():
+                    ShapeProp(gm).propagate(*inputs)
+            except Exception:
+                pass                                  # shapes unknown: dims kept as written
+        return gm, set(), "fx"
+    except Exception as exc:
+        errors.append(f"torch.fx: {_short(exc)}")
+    if inputs is None:
+        raise RuntimeError(errors[0] + "; torch.export needs get_inputs(), which failed")
+    try:
+        # export prints the whole partial graph to stderr when it fails; keep it quiet
+        with _meta_device(), contextlib.redirect_stderr(io.StringIO()):
+            ep = torch.export.export(model, tuple(inputs))
+        user = set(ep.graph_signature.user_inputs)
+        params = {n.name for n in ep.graph_module.graph.nodes
+                  if n.op == "placeholder" and n.name not in user}
+        return ep.graph_module, params, "export"
+    except Exception as exc:
+        errors.append(f"torch.export: {_short(exc)}")
+    raise RuntimeError("; ".join(errors))
+
+
+def _shape(value: Any) -> list[int] | None:
+    shape = getattr(value, "shape", None)
+    return [int(s) for s in shape] if shape is not None else None
+
+
+def _regime(inputs: list | None, output_shape: list[int] | None) -> dict[str, Any]:
+    if inputs is None:
+        return {}
+    tensors = [x for x in inputs if hasattr(x, "shape") and hasattr(x, "dtype")]
+    shapes = [_shape(x) for x in tensors]
+    dtypes = [str(x.dtype).replace("torch.", "") for x in tensors]
+    numels = [int(x.numel()) for x in tensors]
+    if output_shape is not None:
+        n = 1
+        for s in output_shape:
+            n *= s
+        numels.append(n)
+    return {"input_shapes": shapes, "dtypes": dtypes, "output_shape": output_shape,
+            "size_class": size_class(max(numels, default=0))}
+
+
+def _node_shape(node: Any) -> list[int] | None:
+    meta = getattr(node, "meta", {}) or {}
+    tm = meta.get("tensor_meta")
+    if tm is not None and hasattr(tm, "shape"):
+        return [int(s) for s in tm.shape]
+    val = meta.get("val")
+    if val is not None and hasattr(val, "shape"):
+        try:
+            return [int(s) for s in val.shape]
+        except TypeError:
+            return None
+    if isinstance(tm, (tuple, list)) and tm and hasattr(tm[0], "shape"):
+        return [int(s) for s in tm[0].shape]
+    return None
+
+
+def graph_ops(gm: Any, param_placeholders: set[str]) -> tuple[list[Op], set[int], list[int] | None]:
+    """Canonical ops of a traced graph: (ops, ids of graph outputs, output shape)."""
+    import torch.fx
+
+    env: dict[Any, Any] = {}
+    ops: list[Op] = []
+    outputs: set[int] = set()
+    out_shape = None
+
+    def refs(node: Any) -> list[Any]:
+        found: list[Any] = []
+        torch.fx.node.map_arg((node.args, node.kwargs), lambda n: found.append(env.get(n, "const")))
+        return found
+
+    for node in gm.graph.nodes:
+        if node.op == "placeholder":
+            env[node] = "param" if node.name in param_placeholders else "input"
+            continue
+        if node.op == "get_attr":
+            env[node] = "param"
+            continue
+        if node.op == "output":
+            for r in refs(node):
+                if isinstance(r, int):
+                    outputs.add(r)
+            first = node.args[0]
+            first = first[0] if isinstance(first, (tuple, list)) and first else first
+            out_shape = _node_shape(first) if isinstance(first, torch.fx.Node) else None
+            continue
+        inputs = refs(node)
+        dynamic = [r for r in inputs if isinstance(r, int) or r == "input"]
+        produced = canonical_ops(node, gm, _node_shape)
+        if produced == "const" or not dynamic:
+            env[node] = "const" if produced == "const" else "param"
+            continue
+        if not produced:                                  # layout op: alias its input
+            env[node] = dynamic[0]
+            continue
+        prev = None
+        for i, (name, attrs) in enumerate(produced):
+            op_inputs = inputs if i == 0 else [prev, "param"]
+            op = Op(id=len(ops), name=name, attrs=attrs, inputs=list(op_inputs))
+            ops.append(op)
+            prev = op.id
+        env[node] = prev
+    return ops, outputs, out_shape
+
+
+def trace_task(task: "str | Path") -> OpPattern:
+    module, label = load_task(task)
+    try:
+        model, inputs, note = _build(module)
+    except Exception as exc:
+        return unknown(f"could not build Model(*get_init_inputs()) on the meta device: {_short(exc)}")
+    try:
+        gm, params, tracer = _trace(model, inputs)
+    except Exception as exc:
+        return unknown(f"untraceable: {exc}", _regime(inputs, None))
+    try:
+        ops, outputs, out_shape = graph_ops(gm, params)
+    except Exception as exc:
+        return unknown(f"could not canonicalise the traced graph: {_short(exc)}", _regime(inputs, None))
+    ops = compose(ops, outputs)
+    names = [op.token() for op in ops] or ["identity"]
+    regime = _regime(inputs, out_shape)
+    if note:
+        regime["note"] = note
+    return OpPattern(signature=">".join(names), ops=names, category=category_of(names),
+                     regime=regime, known=True, traced_with=tracer)
