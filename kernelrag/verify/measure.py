@@ -1,0 +1,129 @@
+"""GPU measurement inside the candidate process, after its outputs were found correct.
+
+Calls the GPU part of the verifier (``timing``, ``launch``, ``ceilings``, ``roofline``)
+at the task's original sizes, then runs the candidate once more on the first trial's
+inputs and checks the output still matches what it returned before timing (a kernel
+whose results change once it has been called many times, e.g. a replay cache, fails).
+
+The candidate's first call at the timed size is made here, outside the timer: if it
+fails, that is the candidate's failure (``timing_error``). When the correctness
+trials ran at smaller sizes (memory budget), that call's output is also compared with
+the task's eager output (``full-size`` check). Failures of the measurement itself are
+warnings. Results go into the worker's result dict; nothing here raises.
+"""
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+from typing import Any
+
+from kernelrag.verify import correctness as C
+from kernelrag.verify.tolerances import Tolerance, compare_outputs
+
+
+def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
+    res, torch, device = run.result, run.torch, run.device
+    try:
+        from kernelrag.verify.ceilings import get_ceilings
+        from kernelrag.verify.launch import launch_proof
+        from kernelrag.verify.roofline import roofline
+        from kernelrag.verify.timing import time_against_baselines
+    except ImportError as exc:
+        res["warnings"].append(f"GPU timing modules unavailable ({exc}); no time measured")
+        return
+    torch.set_grad_enabled(False)
+    variants = plan["variants"]
+    timing_variant = variants.get("timing") or variants["primary"]
+    mod = C.load_task(timing_variant["source"], "timing")
+    seed = plan["timing_seed"]
+    reference_model = C.build_model(mod, seed, device)
+    model = model_cls(*mod.get_init_inputs()).to(device)
+    model.load_state_dict(reference_model.state_dict(), strict=False)
+    counter = itertools.count(1)
+
+    def make_inputs() -> list:
+        return C.make_inputs(mod, seed + next(counter), "task", device)
+
+    # the candidate's first call at the timed size: its failures are the candidate's
+    inputs = make_inputs()
+    try:
+        outs, problem = C.flatten_outputs(model(*inputs))
+        torch.cuda.synchronize()
+    except Exception as exc:   # noqa: BLE001 - reported as the candidate failing at full size
+        from kernelrag.verify.worker import classify, error_text
+
+        res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, run.job["candidate_path"])}
+        return
+    if timing_variant["source"] != variants["primary"]["source"]:
+        _full_size_check(run, plan, outs, problem, reference_model(*inputs))
+    del inputs, outs
+    run.guard.stop_counting_launches()
+    try:
+        compiled = _compiled(torch, reference_model, make_inputs, res)
+        # outputs produced while timed are re-checked against eager's (both in the task's
+        # precision, so twice the table's relative-norm bound)
+        rel_norm = 2 * max(t["rel_norm"] for t in plan["tolerances"])
+        timing = time_against_baselines(model, reference_model, compiled, make_inputs, iters=100,
+                                        rel_norm_tol=rel_norm)
+        proof = launch_proof(model, make_inputs(), source=Path(run.job["candidate_path"]).read_text())
+        cache_dir = Path(run.job["cache_dir"]) if run.job.get("cache_dir") else None
+        ceilings = get_ceilings(cache_dir)
+        counts = plan.get("counts") or {}
+        kernel = (timing or {}).get("kernel") or {}
+        roof = None
+        if kernel.get("median_ms") and counts.get("bytes_moved"):
+            roof = roofline(counts.get("flops") or 0, counts["bytes_moved"], kernel["median_ms"], ceilings)
+    except Exception as exc:   # noqa: BLE001 - a failure of the measurement, not of the candidate
+        res["warnings"].append(f"timing failed, no time measured: {type(exc).__name__}: {exc}"[:400])
+        return
+    res.update(timing=timing, launch=proof, ceilings=ceilings, roofline=roof)
+    res["findings"] += [f.__dict__ for f in run.guard.check("timing", threads=False)]
+    _recheck(run, plan)
+
+
+def _compiled(torch: Any, reference_model: Any, make_inputs: Any, res: dict) -> Any:
+    """torch.compile of the reference, or None (with a warning) when it does not compile."""
+    try:
+        compiled = torch.compile(reference_model)
+        compiled(*make_inputs())
+        return compiled
+    except Exception as exc:   # noqa: BLE001 - no torch.compile baseline, said in the verdict
+        res["warnings"].append(f"torch.compile baseline failed: {type(exc).__name__}: {exc}"[:300])
+        return None
+
+
+def _full_size_check(run: Any, plan: dict, outs: list, problem: str, reference_out: Any) -> None:
+    """At the timed size (larger than the checked ones), compare with the task's own eager output."""
+    refs, _ = C.flatten_outputs(reference_out)
+    tols = [Tolerance(**t) for t in plan["tolerances"]]
+    if problem:
+        run.check("full-size", False, problem)
+        return
+    comps = compare_outputs(outs, refs, [_loosened(t) for t in tols])
+    run.check("full-size", all(c.passed for c in comps),
+              "; ".join(c.describe() for c in comps) + " (vs the task's eager output at the timed size)")
+
+
+def _loosened(tol: Tolerance) -> Tolerance:
+    """Eager fp32 is itself ~1e-6 off the exact result: allow for both errors."""
+    return Tolerance(atol=2 * tol.atol, rtol=2 * tol.rtol, rel_norm=2 * tol.rel_norm, key=tol.key)
+
+
+def _recheck(run: Any, plan: dict[str, Any]) -> None:
+    """The first trial again, after timing: the output must not have changed."""
+    kept = run.kept
+    if not kept:
+        return
+    torch = run.torch
+    trial = kept["trial"]
+    inputs = C.make_inputs(kept["mod"], trial["seed"], trial["dist"], run.device)
+    reference_model = C.build_model(kept["mod"], trial["seed"], run.device)
+    model = run.model_cls(*kept["mod"].get_init_inputs()).to(run.device)
+    model.load_state_dict(reference_model.state_dict(), strict=False)
+    outs, problem = C.flatten_outputs(model(*inputs))
+    torch.cuda.synchronize()
+    tols = [Tolerance(**t) for t in plan["tolerances"]]
+    comps = compare_outputs(outs, kept["outs"], tols) if not problem else []
+    passed = bool(comps) and all(c.passed for c in comps)
+    detail = problem or "; ".join(c.describe() for c in comps if not c.passed)
+    run.check("after-timing", passed, detail or "output after timing matches the output before")

@@ -1,0 +1,214 @@
+"""Turning a run's raw results (``sandbox.Session``) into the Verdict.
+
+Precedence of outcomes, first match wins: the task could not run here
+(not_checkable) > timeout > crashed > candidate failed to import or build
+(compile_error) > a blocking run-time finding such as a patched function, a thread
+or no kernel launched (rejected) > an exception in forward (incorrect, or
+compile_error for a Triton compilation error) > a failed check (incorrect) > a null
+control that passes on every trial (weak_task) > correct.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kernelrag.verify.verdict import Check, Finding, Timing, Verdict
+
+REVIEW_SPEEDUP = 10.0         # VERIFY.md 18: claims this large need a person's review
+REVIEW_FRAC_ROOFLINE = 0.9
+
+
+def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
+    ready = s.ready or {}
+    result = s.result or s.phase1 or {}
+    v.torch_version = result.get("torch_version") or ready.get("torch_version")
+    v.triton_version = result.get("triton_version")
+    v.gpu = result.get("gpu")
+    v.warnings += [w for w in ready.get("warnings", []) if w not in v.warnings]
+    v.warnings += [w for w in result.get("warnings", []) if w not in v.warnings]
+    _sizes(v, ready)
+    if v.device == "cpu":
+        v.warnings.append("checked under Triton's CPU interpreter; no time measured")
+    if s.ref_error is not None:
+        return _final(v, "not_checkable", f"the task could not run here: {s.ref_error}"[:400],
+                      compiled=False, checkable=False, error=(s.ready or {}).get("traceback"))
+    if s.not_checkable:
+        return _final(v, "not_checkable", s.not_checkable, compiled=False, checkable=False)
+    if s.timed_out:
+        return _final(v, "timeout", f"no result within the time limit during {s.timed_out}",
+                      compiled=s.timed_out != "correctness trials", error=s.stderr or None)
+    if s.crashed and not s.result and not s.phase1:
+        return _final(v, "crashed", f"the candidate process died ({s.crashed}); the verifier survived",
+                      compiled=False, error=s.stderr or None)
+    v.findings += [Finding(**f) for f in result.get("findings", [])]
+    v.checks += [Check(**c) for c in result.get("checks", [])]
+    kind = result.get("error_kind")
+    if kind == "compile_error" and result.get("phase") in ("import", None) or kind == "compile_error" \
+            and str(result.get("phase", "")).startswith("init"):
+        return _final(v, "compile_error", _first_line(result.get("error"), "the candidate failed to build"),
+                      compiled=False, error=result.get("error"))
+    v.compiled = True
+    _trial_checks(v, s, result, static)
+    blocking = [f for f in v.findings if f.blocking]
+    if blocking:
+        return _final(v, "rejected", f"{blocking[0].rule}: {blocking[0].message}", compiled=True)
+    if kind:
+        status = {"compile_error": "compile_error", "crashed": "crashed",
+                  "not_checkable": "not_checkable"}.get(kind, "incorrect")
+        reason = _first_line(result.get("error"), "forward raised an exception")
+        return _final(v, status, f"{'forward raised ' if status == 'incorrect' else ''}{reason}",
+                      compiled=status != "compile_error", error=result.get("error"),
+                      checkable=status != "not_checkable")
+    if s.crashed:
+        return _final(v, "crashed", f"the candidate process died during timing ({s.crashed})",
+                      compiled=True, error=s.stderr or None)
+    late = result.get("timing_error")
+    if late:
+        status = "crashed" if late["kind"] == "crashed" else "incorrect"
+        return _final(v, status, "failed at the timed (original) size: " + _first_line(late["error"], "error"),
+                      compiled=True, error=late["error"])
+    failed = [c for c in v.checks if not c.passed and not c.name.startswith("null-control")]
+    if failed:
+        return _final(v, "incorrect", f"{failed[0].name}: {failed[0].detail}"[:400], compiled=True)
+    _timing(v, result)
+    blocking = [f for f in v.findings if f.blocking]
+    if blocking:
+        return _final(v, "rejected", f"{blocking[0].rule}: {blocking[0].message}", compiled=True)
+    failed = [c for c in v.checks if not c.passed and not c.name.startswith("null-control")]
+    if failed:
+        return _final(v, "incorrect", f"{failed[0].name}: {failed[0].detail}"[:400], compiled=True)
+    v.correct = True
+    weak = [name for name, passes in ready.get("nulls", {}).items() if passes]
+    if weak:
+        return _final(v, "weak_task", f"null control(s) {', '.join(weak)} pass the task's check on every trial: "
+                                      "the task cannot tell a real kernel from a fake; not credited",
+                      compiled=True, correct=True)
+    n = sum(1 for c in v.checks if c.name.startswith("compare"))
+    if n == 0:       # never credit a candidate whose output nobody compared
+        return _final(v, "incorrect", "no output was compared with the reference", compiled=True)
+    return _final(v, "correct", f"matches the reference on {n} trials", compiled=True, correct=True, ok=True)
+
+
+def _trial_checks(v: Verdict, s: Any, result: dict, static: Any) -> None:
+    ready = s.ready or {}
+    plan = {t["id"]: t for t in ready.get("trials", [])}
+    compared = (s.compare or {}).get("trials", {})
+    worst = None
+    for tid, entry in result.get("trials", {}).items():
+        trial = plan.get(tid, {})
+        label = f"{tid} {trial.get('dist', '')}".strip()
+        if entry.get("problems"):
+            v.checks.append(Check(f"output[{label}]", False, "; ".join(entry["problems"])))
+        else:
+            v.checks.append(Check(f"output[{label}]", True, "plain tensor, expected shape/dtype/device"))
+        changed = entry.get("inputs_changed") or []
+        v.checks.append(Check(f"inputs-unchanged[{label}]", not changed,
+                              f"input(s) {changed} were modified by forward; never write to inputs"
+                              if changed else "inputs unchanged"))
+        if not entry.get("launches") and not static.uses_cuda_extension:
+            v.findings.append(Finding("no-launch", None, f"no Triton kernel launched during trial {tid}: the "
+                                                         "output was not computed by a kernel", True))
+        cmp = compared.get(tid)
+        if cmp is None:
+            if "output" in entry:
+                v.checks.append(Check(f"compare[{label}]", False, "the output was not compared: the reference "
+                                                                  "process did not answer"))
+            continue
+        comps = cmp.get("comparisons", [])
+        detail = cmp.get("problem") or "; ".join(
+            (f"output {i}: " if len(comps) > 1 else "") + _describe(c) for i, c in enumerate(comps))
+        v.checks.append(Check(f"compare[{label}]", bool(cmp.get("passed")), detail))
+        for c in comps:
+            if worst is None or (not c["passed"], c["mismatch_count"], c["rel_norm_err"]) > (
+                    not worst["passed"], worst["mismatch_count"], worst["rel_norm_err"]):
+                worst = c
+        for c in comps:
+            v.max_abs_err = max(v.max_abs_err or 0.0, c["max_abs_err"])
+            v.max_rel_err = max(v.max_rel_err or 0.0, c["max_rel_err"])
+            v.rel_norm_err = max(v.rel_norm_err or 0.0, c["rel_norm_err"])
+    if worst is not None:
+        v.mismatch_count = worst["mismatch_count"]
+        v.first_bad_indices = worst["first_bad_indices"]
+        v.nonfinite_mismatch = worst["nonfinite_mismatch"]
+    det = (s.compare or {}).get("determinism")
+    if det is not None:
+        v.checks.append(Check("determinism", bool(det["passed"]),
+                              "two calls on the same inputs agree" if det["passed"] else
+                              "two calls on the same inputs differ: " + "; ".join(
+                                  _describe(c) for c in det["comparisons"])))
+    for name, passes in ready.get("nulls", {}).items():
+        v.checks.append(Check(f"null-control[{name}]", not passes,
+                              f"a {name} output fails the comparison, as it should" if not passes else
+                              f"a {name} output passes the comparison on every trial: the task is weak"))
+
+
+def _describe(c: dict) -> str:
+    if c.get("problem"):
+        return c["problem"]
+    text = f"{c['mismatch_count']}/{c['numel']} out of tolerance"
+    if c.get("nonfinite_mismatch"):
+        text += f", NaN/Inf disagree at {c['nonfinite_mismatch']} (unwritten outputs read as NaN); among the rest"
+    text += f", max abs {c['max_abs_err']:.3g}, max rel {c['max_rel_err']:.3g}, rel-norm {c['rel_norm_err']:.3g}"
+    if c.get("first_bad_indices"):
+        text += f", first bad {c['first_bad_indices'][:3]}"
+    return text
+
+
+def _timing(v: Verdict, result: dict) -> None:
+    timing = result.get("timing")
+    if not timing:
+        return
+    v.kernel_ms = Timing.from_any(timing.get("kernel"))
+    v.eager_ms = Timing.from_any(timing.get("eager"))
+    v.compile_ms = Timing.from_any(timing.get("compile"))
+    v.timed = v.kernel_ms is not None
+    blocking = list(timing.get("blocking", []))
+    v.findings += [Finding("timing-integrity", None, m, True) for m in blocking]
+    v.warnings += [w for w in timing.get("warnings", []) if w not in blocking]
+    if v.kernel_ms and v.kernel_ms.median_ms > 0:
+        if v.eager_ms:
+            v.speedup_vs_eager = v.eager_ms.median_ms / v.kernel_ms.median_ms
+        if v.compile_ms:
+            v.speedup_vs_compile = v.compile_ms.median_ms / v.kernel_ms.median_ms
+    roof = result.get("roofline") or {}
+    for ours, theirs in (("achieved_gbps", "achieved_gbps"), ("achieved_tflops", "achieved_tflops"),
+                         ("frac_bandwidth", "frac_bandwidth"), ("frac_compute", "frac_compute"),
+                         ("roofline_floor_ms", "floor_ms"), ("frac_roofline", "frac_roofline")):
+        setattr(v, ours, roof.get(theirs))
+    v.warnings += list(roof.get("warnings", []))
+    if (v.speedup_vs_eager or 0) > REVIEW_SPEEDUP or (v.frac_roofline or 0) > REVIEW_FRAC_ROOFLINE:
+        v.warnings.append(f"needs review before it is stored: speedup x{v.speedup_vs_eager or 0:.3g} vs eager, "
+                          f"{100 * (v.frac_roofline or 0):.0f}% of the roofline floor")
+    ceilings = result.get("ceilings") or {}
+    v.gpu = ceilings.get("gpu") or v.gpu
+    v.driver = ceilings.get("driver") or v.driver
+    proof = result.get("launch")
+    if proof:
+        v.warnings += list(proof.get("warnings", []))
+        v.findings += [Finding("launch-proof", None, m, True) for m in proof.get("blocking", [])]
+
+
+def _sizes(v: Verdict, ready: dict) -> None:
+    primary, second = ready.get("primary") or {}, ready.get("second") or {}
+    sizes: dict[str, list[int]] = {}
+    for name, (orig, new) in (primary.get("sizes") or {}).items():
+        sizes[name] = [orig, new]
+    for name, (orig, new) in (second.get("sizes") or {}).items():
+        sizes.setdefault(name, [orig, orig]).append(new)
+    v.shrunk_sizes = sizes or None
+    if sizes:
+        v.warnings.append("sizes were shrunk for this check (see shrunk_sizes)")
+
+
+def _first_line(text: str | None, default: str) -> str:
+    if not text:
+        return default
+    lines = [ln for ln in text.strip().splitlines() if ln.strip()]
+    return lines[-1][:300] if lines else default
+
+
+def _final(v: Verdict, status: str, reason: str, *, compiled: bool, checkable: bool = True,
+           correct: bool = False, ok: bool = False, error: str | None = None) -> Verdict:
+    v.status, v.reason, v.compiled, v.checkable, v.correct, v.ok = status, reason, compiled, checkable, correct, ok
+    if error:
+        v.error = error[-4000:]
+    return v

@@ -1,0 +1,270 @@
+"""Process handles for the verifier's workers, and the pools that keep some of them.
+
+* ``Server``: a long-lived worker speaking JSON lines (the reference server, the
+  zygote). Marked lines on its stdout are messages; anything else is kept as a tail.
+* ``Child``: one candidate process, either a ``subprocess.Popen`` (GPU, or when no
+  zygote is available) or a child forked by the zygote (CPU). Both run in their own
+  session, so ``kill`` takes the whole process group.
+* Pools: one reference server per device and one zygote (CPU) are kept per parent
+  process and stopped at exit; any that misbehave are killed and replaced.
+"""
+from __future__ import annotations
+
+import atexit
+import collections
+import itertools
+import json
+import os
+import queue
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+MARK = "@@kernelrag "
+PACKAGE_ROOT = Path(__file__).resolve().parents[2]
+
+
+def worker_env(device: str) -> dict[str, str]:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONUNBUFFERED"] = "1"
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    if device == "cpu":
+        env["TRITON_INTERPRET"] = "1"
+        env["CUDA_VISIBLE_DEVICES"] = ""
+    else:
+        env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def describe_exit(code: int | None) -> str:
+    if code is None:
+        return "still running"
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
+def _kill_group(pid: int) -> None:
+    """Kill the process group led by ``pid``; the process alone if it has not made one yet."""
+    try:
+        os.killpg(pid, signal.SIGKILL)
+        return
+    except (ProcessLookupError, PermissionError):
+        pass
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path, chars: int) -> str:
+    try:
+        return path.read_text(errors="replace")[-chars:]
+    except OSError:
+        return ""
+
+
+class Server:
+    """A long-lived worker: JSON lines in on stdin, marked JSON lines out on stdout."""
+
+    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]):
+        cwd.mkdir(parents=True, exist_ok=True)
+        self.cwd = cwd
+        self.stderr_path = cwd / "stderr.txt"
+        with open(self.stderr_path, "wb") as err:
+            self.proc = subprocess.Popen([sys.executable, "-P", "-m", *args], cwd=cwd, env=env,
+                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                         start_new_session=True)
+        self.messages: queue.Queue = queue.Queue()
+        self.lines: collections.deque[str] = collections.deque(maxlen=50)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        for raw in self.proc.stdout:
+            line = raw.decode("utf-8", "replace").rstrip("\n")
+            if line.startswith(MARK):
+                self.on_message(json.loads(line[len(MARK):]))
+            else:
+                self.lines.append(line)
+        self.on_message(None)
+
+    def on_message(self, message: dict[str, Any] | None) -> None:
+        self.messages.put(message)
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def send(self, data: dict[str, Any]) -> None:
+        try:
+            self.proc.stdin.write((json.dumps(data) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError):
+            pass
+
+    def recv(self, deadline: float) -> dict[str, Any] | None:
+        """The next message, or None if the process ended or the deadline passed."""
+        try:
+            return self.messages.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            return None
+
+    def kill(self) -> None:
+        if self.proc.poll() is None:
+            _kill_group(self.proc.pid)
+        self.proc.wait()
+        shutil.rmtree(self.cwd, ignore_errors=True)
+
+    def describe(self) -> str:
+        tail = _tail(self.stderr_path, 2000)
+        return f"{describe_exit(self.proc.poll())}; stderr: {tail}" if tail else describe_exit(self.proc.poll())
+
+
+class Zygote(Server):
+    """The CPU fork server (see ``zygote``): forks candidate children on request."""
+
+    def __init__(self, env: dict[str, str]):
+        self._exits: dict[int, int] = {}
+        self._forked: dict[int, int] = {}
+        self._cond = threading.Condition()
+        self._ids = itertools.count()
+        super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), env)
+        self.ready = self.recv(time.monotonic() + 120.0) is not None
+
+    def on_message(self, message: dict[str, Any] | None) -> None:
+        with self._cond:
+            if message is None or "ready" in message:
+                self.messages.put(message)
+            elif "exited" in message:
+                self._exits[message["exited"]] = message["code"]
+            elif "pid" in message:
+                self._forked[message["id"]] = message["pid"]
+            self._cond.notify_all()
+
+    def fork(self, job_path: Path, cwd: Path) -> "Child | None":
+        rid = next(self._ids)
+        self.send({"id": rid, "job": str(job_path), "cwd": str(cwd), "stdout": str(cwd / "stdout.txt"),
+                   "stderr": str(cwd / "stderr.txt")})
+        with self._cond:
+            self._cond.wait_for(lambda: rid in self._forked or not self.alive(), timeout=30.0)
+            pid = self._forked.pop(rid, None)
+        return None if pid is None else Child(cwd, pid=pid, zygote=self)
+
+    def exit_code(self, pid: int, timeout: float = 0.0) -> int | None:
+        with self._cond:
+            if timeout:
+                self._cond.wait_for(lambda: pid in self._exits, timeout=timeout)
+            return self._exits.get(pid)
+
+
+class Child:
+    """One candidate process: a Popen, or a pid forked by the zygote."""
+
+    def __init__(self, cwd: Path, *, popen: subprocess.Popen | None = None, pid: int | None = None,
+                 zygote: Zygote | None = None):
+        self.cwd, self.popen, self.zygote = cwd, popen, zygote
+        self.pid = popen.pid if popen is not None else pid
+
+    @classmethod
+    def start(cls, job_path: Path, cwd: Path, env: dict[str, str]) -> "Child":
+        with open(cwd / "stdout.txt", "wb") as out, open(cwd / "stderr.txt", "wb") as err:
+            popen = subprocess.Popen(
+                [sys.executable, "-P", "-m", "kernelrag.verify.worker", "candidate", str(job_path)],
+                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+        return cls(cwd, popen=popen)
+
+    def poll(self) -> int | None:
+        if self.popen is not None:
+            return self.popen.poll()
+        code = self.zygote.exit_code(self.pid)
+        if code is None and not self.zygote.alive():
+            return -signal.SIGKILL                # the zygote took it down with it
+        return code
+
+    def kill(self) -> None:
+        """Kill the process group if still running; a zygote goes back to the pool afterwards."""
+        if self.poll() is None:
+            _kill_group(self.pid)
+        if self.popen is not None:
+            self.popen.wait()
+        else:
+            exited = self.zygote.exit_code(self.pid, timeout=10.0) is not None
+            zygote, self.zygote = self.zygote, _Dead()
+            give_back("zygote", zygote, healthy=exited)
+
+    def exit_description(self) -> str:
+        return describe_exit(self.poll())
+
+    def stderr_tail(self, chars: int = 4000) -> str:
+        return _tail(self.cwd / "stderr.txt", chars)
+
+
+class _Dead:
+    """Stands in for a zygote already given back: its child has been reaped."""
+
+    def exit_code(self, pid: int, timeout: float = 0.0) -> int:
+        return -signal.SIGKILL
+
+    def alive(self) -> bool:
+        return False
+
+
+# ------------------------------------------------------------------ pools
+_POOL: dict[str, Server] = {}
+_LOCK = threading.Lock()
+
+
+def take_server(key: str, make) -> Server | None:
+    """A live pooled server for ``key`` (removed from the pool while in use), else ``make()``."""
+    with _LOCK:
+        server = _POOL.pop(key, None)
+    if server is not None and server.alive():
+        return server
+    if server is not None:
+        server.kill()
+    return make()
+
+
+def give_back(key: str, server: Server, healthy: bool) -> None:
+    if healthy and server.alive():
+        with _LOCK:
+            if key not in _POOL:
+                _POOL[key] = server
+                return
+    server.kill()
+
+
+def reference_server(device: str) -> Server:
+    return take_server(f"reference-{device}", lambda: Server(
+        ["kernelrag.verify.worker", "reference"], Path(tempfile.mkdtemp(prefix="kernelrag-ref-")),
+        worker_env(device)))
+
+
+def spawn_candidate(job_path: Path, cwd: Path, device: str) -> Child:
+    """A candidate process: forked by the CPU zygote when possible, else a new interpreter."""
+    if device == "cpu" and hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE"):
+        zygote = take_server("zygote", lambda: Zygote(worker_env("cpu")))
+        child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
+        if child is not None:
+            return child                   # the zygote stays with its child until Child.kill
+        zygote.kill()
+    return Child.start(job_path, cwd, worker_env(device))
+
+
+@atexit.register
+def shutdown() -> None:
+    """Stop every pooled server (also run at interpreter exit)."""
+    with _LOCK:
+        servers = list(_POOL.values())
+        _POOL.clear()
+    for server in servers:
+        server.kill()

@@ -1,0 +1,183 @@
+"""Running one verification in two fresh processes; the parent only orchestrates.
+
+Design (the reasons matter more than the mechanics):
+
+* Reference process (``worker reference``): imports the task only. It computes every
+  reference output and keeps it in its own memory; references are never written to
+  disk, so no file name can leak to the candidate, and no stale reference result
+  can sit in the candidate's allocator (VERIFY.md hack 1). (Handing references over
+  in files with secret names, deleted before candidate code runs, would still leave
+  them in the candidate's memory, one ``gc.get_objects()`` away.)
+* Candidate process (``worker candidate``): a new process (a new interpreter, or on
+  CPU a child forked from a zygote that only imported torch and triton, see
+  ``zygote``), working directory a scratch folder of its own that is not on the
+  import path. It gets the plan (sizes, seeds, distributions, expected structure)
+  as a file only after the reference process is done, regenerates inputs from the
+  seeds, runs the candidate and saves its outputs to its scratch folder.
+* The reference process then loads those outputs (plain tensors,
+  ``weights_only``) and compares. Comparison code therefore never shares a process
+  with candidate code, so patched comparisons, lazy tensors or hooks in the
+  candidate process cannot affect it.
+* The reference process never runs candidate code, so it is kept between
+  verifications of one session (one torch start-up saved per verification); it is
+  killed on any timeout or protocol failure. The candidate process is always new.
+* The parent imports neither torch nor the candidate. Each process runs in its own
+  session; on timeout the whole process group is killed. A segfault, ``os._exit``
+  or CUDA illegal address ends only the candidate process: the parent reads the
+  exit status and the stderr tail and reports ``crashed``.
+
+Both processes start at once (their start-up overlaps); the candidate waits for
+the plan file, so on a GPU the reference work never overlaps the candidate's timing,
+and for a "go" file before timing (written only when its outputs were correct).
+Timing itself has to happen in the candidate's process (CUDA events do not cross
+processes); ``guard`` and the timing module's own checks watch it there.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from kernelrag.verify.processes import reference_server, give_back, spawn_candidate
+
+@dataclass
+class Session:
+    """Raw results of one run, turned into a Verdict by ``outcome``."""
+
+    ready: dict[str, Any] | None = None          # the reference process's plan message
+    ref_error: str | None = None
+    phase1: dict[str, Any] | None = None
+    result: dict[str, Any] | None = None
+    compare: dict[str, Any] | None = None
+    timed_out: str | None = None                 # which stage ran out of time
+    crashed: str | None = None                   # exit description
+    stderr: str = ""
+    not_checkable: str | None = None
+
+
+@dataclass
+class Job:
+    candidate_source: str
+    device: str
+    seed: int
+    trials: int
+    timeout_s: float
+    measure_time: bool
+    primary: list[dict]
+    second: list[dict]
+    original: dict | None
+    budget_primary: int
+    budget_second: int
+    tolerance: Any = None
+    uses_tl_dot: bool = False
+    cache_dir: str | None = None
+
+
+def run_session(job: Job) -> Session:
+    root = Path(tempfile.mkdtemp(prefix="kernelrag-verify-"))
+    try:
+        return _run(job, root)
+    finally:
+        if not os.environ.get("KERNELRAG_VERIFY_KEEP"):
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def _run(job: Job, root: Path) -> Session:
+    s = Session()
+    scratch = root / f"c{secrets.token_hex(8)}"
+    scratch.mkdir(parents=True)
+    module_name = f"kernelrag_candidate_{secrets.token_hex(4)}"
+    cand_path = scratch / f"{module_name}.py"
+    cand_path.write_text(job.candidate_source)
+    ref_job = {"device": job.device, "seed": job.seed, "trials": job.trials, "primary": job.primary,
+               "second": job.second, "original": job.original, "budget_primary": job.budget_primary,
+               "budget_second": job.budget_second, "tolerance": job.tolerance,
+               "count": job.device == "cuda" and job.measure_time}
+    wait_for_go = job.device == "cuda" and job.measure_time
+    files = {name: scratch / f"{name}.json" for name in ("plan", "go", "phase1", "result")}
+    cand_job = {"device": job.device, "interpret": job.device == "cpu", "candidate_path": str(cand_path),
+                "module_name": module_name, "out_dir": str(scratch / "out"),
+                **{f"{name}_path": str(path) for name, path in files.items()},
+                "wait_for_go": wait_for_go, "cache_dir": job.cache_dir}
+    (scratch / "job.json").write_text(json.dumps(cand_job))
+    ref = reference_server(job.device)
+    ref.send({"cmd": "job", "job": ref_job})
+    cand = spawn_candidate(scratch / "job.json", scratch, job.device)
+    healthy = False
+    try:
+        s.ready = ref.recv(time.monotonic() + job.timeout_s)
+        healthy = s.ready is not None
+        if s.ready is None or not s.ready.get("ok"):
+            s.ref_error = (s.ready or {}).get("error") or f"reference process gave no plan ({ref.describe()})"
+            return s
+        if job.uses_tl_dot and job.device == "cpu" and "bfloat16" in s.ready["input_dtypes"]:
+            s.not_checkable = ("tl.dot on bf16 operands computes wrong results under Triton's CPU "
+                               "interpreter; check this kernel on a GPU")
+            _write(files["plan"], {"cmd": "stop"})
+            return s
+        _write(files["plan"], _plan(job, s.ready))       # nothing secret: seeds, sizes, shapes
+        deadline = time.monotonic() + job.timeout_s
+        while not files["phase1"].exists() and cand.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if not files["phase1"].exists():
+            if cand.poll() is None:
+                s.timed_out = "correctness trials"
+            else:
+                s.crashed = cand.exit_description()
+            s.stderr = cand.stderr_tail()
+            return s
+        s.phase1 = json.loads(files["phase1"].read_text())
+        outputs = {tid: e["output"] for tid, e in s.phase1.get("trials", {}).items() if "output" in e}
+        if outputs:
+            ref.send({"cmd": "compare", "outputs": outputs})
+            s.compare = ref.recv(time.monotonic() + max(120.0, job.timeout_s))
+            healthy = s.compare is not None
+        if wait_for_go:
+            _write(files["go"], {"go": "time" if _all_passed(s) else "stop"})
+        deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
+        while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.02)
+        if files["result"].exists():
+            s.result = json.loads(files["result"].read_text())
+        elif cand.poll() is None:
+            s.timed_out = "timing" if wait_for_go else "shutdown"
+        else:
+            s.crashed = cand.exit_description()
+        s.stderr = cand.stderr_tail()
+        return s
+    finally:
+        cand.kill()
+        if healthy:
+            ref.send({"cmd": "done"})
+            idle = ref.recv(time.monotonic() + 30.0)
+            healthy = bool(idle and idle.get("idle"))
+        give_back(f"reference-{job.device}", ref, healthy)
+
+
+def _write(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def _plan(job: Job, ready: dict[str, Any]) -> dict[str, Any]:
+    variants = {"primary": ready["primary"], "second": ready["second"], "timing": job.original}
+    return {"variants": variants, "trials": ready["trials"], "tolerances": ready["tolerances"],
+            "counts": ready.get("counts"), "timing_seed": job.seed + 500}
+
+
+def _all_passed(s: Session) -> bool:
+    p = s.phase1 or {}
+    if "error" in p or any(f.get("blocking") for f in p.get("findings", [])):
+        return False
+    if not s.compare or not s.compare.get("trials"):
+        return False
+    trials = p.get("trials", {})
+    return all(t.get("passed") for t in s.compare["trials"].values()) and all(
+        not e.get("problems") and not e.get("inputs_changed") for e in trials.values())

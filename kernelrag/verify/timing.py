@@ -1,0 +1,573 @@
+"""GPU timing that a candidate cannot fool: the candidate against eager and torch.compile.
+
+Hacks 9, 11, 12, 17 and 19 of the threat model (shared/VERIFY.md) are handled here:
+
+- every timed call starts with L2 flushed (a write of several times its size) and
+  inputs rotated through slots whose contents are swapped between rounds, so neither
+  a warm cache nor a result cached by pointer survives from one call to the next;
+- candidate, eager and compile are interleaved round-robin (the order rotates each
+  round), so clock drift and thermal state hit all three alike;
+- each call is timed three ways: CUDA events on the current stream (``event``), the
+  same start event to an event recorded after a device-wide synchronize (``synced``),
+  and the host clock around call + synchronize (``wall``). Work left running on a side
+  stream after the end event shows as ``synced`` - ``event`` above what the eager
+  reference shows; a tampered event timer shows as ``wall`` - ``synced`` above eager's;
+- the timer functions are captured when this module is imported and checked for
+  replacement (``tamper_check``); threads running candidate code are reported;
+- the candidate's outputs from every timed round are compared with the eager
+  reference's on the same inputs (``recheck_outputs``).
+
+Import this module before the candidate: the captured timer functions are then the
+real ones even if the candidate patches ``torch.cuda.Event`` or ``time`` later.
+"""
+from __future__ import annotations
+
+import math
+import os
+import statistics
+import sys
+import sysconfig
+import threading
+import time
+import types
+from typing import Any, Callable
+
+import torch
+
+import kernelrag
+from kernelrag.errors import KernelRAGError
+
+__all__ = ["time_against_baselines", "recheck_outputs", "merge_rechecks", "tamper_check", "foreign_threads",
+           "clock_functions", "summarize"]
+
+MIN_TRUSTED_ITERS = 100
+FLUSH_MIN_BYTES = 256 * 1024**2   # at least four times the H200's 60 MB L2
+FLUSH_L2_MULTIPLE = 4
+INPUT_SLOTS, INPUT_POOL = 2, 3    # tensors the candidate sees / contents rotated through them
+INPUT_MEMORY_SHARE = 0.3          # inputs may take at most this share of free device memory
+AFTER_END_ABS_MS, AFTER_END_REL = 0.02, 0.25   # side-stream work threshold
+HOST_GAP_ABS_MS, HOST_GAP_REL = 0.1, 0.5       # event-vs-wall threshold
+
+# Captured now, before any candidate is imported (see the module docstring).
+_perf_counter = time.perf_counter
+_Event = torch.cuda.Event
+_record = torch.cuda.Event.record
+_elapsed = torch.cuda.Event.elapsed_time
+_event_sync = torch.cuda.Event.synchronize
+_sync = torch.cuda.synchronize
+_current_stream = torch.cuda.current_stream
+_set_stream = torch.cuda.set_stream
+_enumerate_threads = threading.enumerate
+
+
+def summarize(samples_ms: list[float]) -> dict[str, Any]:
+    """``{"median_ms", "iqr_ms", "trials"}`` of a list of per-call times."""
+    data = [float(x) for x in samples_ms]
+    if not data:
+        raise ValueError("no timing samples to summarize")
+    if len(data) == 1:
+        return {"median_ms": data[0], "iqr_ms": 0.0, "trials": 1}
+    q1, _, q3 = statistics.quantiles(data, n=4, method="inclusive")
+    return {"median_ms": statistics.median(data), "iqr_ms": q3 - q1, "trials": len(data)}
+
+
+def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[..., Any],
+                           compile_fn: Callable[..., Any] | None, make_inputs: Callable[[], Any],
+                           iters: int = 100, warmup: int = 10, *, atol: float | None = None,
+                           rtol: float | None = None, rel_norm_tol: float | None = None,
+                           flush_bytes: int | None = None) -> dict[str, Any]:
+    """Time ``candidate_fn`` against ``eager_fn`` and ``compile_fn`` (None when torch.compile
+    failed) on inputs from ``make_inputs()`` (a fresh tuple of CUDA tensors per call).
+
+    Returns ``{"kernel": {median_ms, iqr_ms, trials}, "eager": {...}, "compile": {...} | None,
+    "warnings": [...], "blocking": [...], "recheck": {...}, "wall_check": {...}}``.
+    ``blocking`` lists the findings that must reject the candidate (side-stream or
+    background work, tampered timers, foreign threads, outputs that differ during
+    timing); every one of them is in ``warnings`` too. ``atol``/``rtol`` are the task's
+    tolerances for the output re-check (without them only the relative-norm error and
+    NaN/Inf agreement are checked). Exceptions raised by ``candidate_fn`` or
+    ``eager_fn`` propagate; a failing ``compile_fn`` is dropped with a warning.
+    """
+    _validate(candidate_fn, eager_fn, compile_fn, make_inputs, iters, warmup)
+    if not torch.cuda.is_available():
+        raise KernelRAGError("no CUDA device: GPU timing needs a GPU; verify with device='cpu' to skip timing")
+    warnings: list[str] = []
+    blocking: list[str] = []
+    tampered = tamper_check()
+    if tampered:
+        blocking.append("timer or checker function tampered with: " + "; ".join(tampered))
+    stream = _current_stream()
+    recheck_kwargs = {"atol": atol, "rtol": rtol}
+    if rel_norm_tol is not None:
+        recheck_kwargs["rel_norm_tol"] = rel_norm_tol
+    runners = [("kernel", candidate_fn), ("eager", eager_fn)]
+    if compile_fn is not None:
+        runners.append(("compile", compile_fn))
+    threads = _ThreadWatch(foreign_threads())
+    with torch.no_grad():
+        slots, pool, notes = _build_inputs(make_inputs, stream.device)
+        warnings += notes
+        flush = torch.empty(_flush_size(stream.device, flush_bytes), dtype=torch.uint8, device=stream.device)
+        for i in range(max(1, warmup)):          # compilation, autotuning, module load: not timed
+            for name, fn in list(runners):
+                try:
+                    threads.around(fn, slots[i % len(slots)]) if name == "kernel" else fn(*slots[i % len(slots)])
+                except Exception as exc:
+                    if name != "compile":
+                        raise
+                    runners.remove((name, fn))
+                    warnings.append(f"torch.compile baseline failed in warm-up and is left out ({type(exc).__name__}: {exc})")
+                _keep_stream(stream, name, blocking)
+        _sync()
+        samples = {name: {"event": [], "synced": [], "wall": []} for name, _ in runners}
+        events = {name: tuple(_Event(enable_timing=True) for _ in range(3)) for name, _ in runners}
+        rechecks = []
+        for r in range(iters):
+            k = r % len(slots)
+            _load(slots[k], pool[(r // len(slots) + k + 1) % len(pool)])
+            shift = r % len(runners)
+            outs = {}
+            for name, fn in runners[shift:] + runners[:shift]:
+                try:
+                    out, times = _timed_call(fn, slots[k], flush, stream, events[name],
+                                             threads if name == "kernel" else None)
+                except Exception as exc:
+                    if name != "compile":
+                        raise
+                    runners = [x for x in runners if x[0] != "compile"]
+                    samples.pop("compile")
+                    warnings.append(f"torch.compile baseline failed while timed and is left out ({type(exc).__name__}: {exc})")
+                    continue
+                _keep_stream(stream, name, blocking)
+                for key, value in zip(("event", "synced", "wall"), times):
+                    samples[name][key].append(value)
+                if name in ("kernel", "eager"):
+                    outs[name] = out
+            rechecks.append(recheck_outputs(outs["kernel"], outs["eager"], **recheck_kwargs))
+            del outs
+        del flush
+    return _report(samples, rechecks, threads, iters, warnings, blocking, len(slots), len(pool))
+
+
+def _report(samples, rechecks, threads, iters, warnings, blocking, n_slots, n_pool) -> dict[str, Any]:
+    med = {name: {key: statistics.median(vals) for key, vals in parts.items()} for name, parts in samples.items()}
+    k = med["kernel"]
+    after_end = {name: m["synced"] - m["event"] for name, m in med.items()}
+    host_gap = {name: m["wall"] - m["synced"] for name, m in med.items()}
+    hidden_ms = after_end["kernel"] - after_end["eager"]
+    kernel_key = "event"
+    if hidden_ms > max(AFTER_END_ABS_MS, AFTER_END_REL * k["event"]):
+        kernel_key = "synced"   # report the time including the hidden work
+        blocking.append(
+            f"side-stream or background work: the GPU was still busy {hidden_ms:.3f} ms after the "
+            f"candidate's end event (eager: {after_end['eager']:.3f} ms), event time {k['event']:.3f} ms "
+            f"vs {k['synced']:.3f} ms to a device-wide synchronize"
+        )
+    extra_host_ms = host_gap["kernel"] - host_gap["eager"]
+    if extra_host_ms > max(HOST_GAP_ABS_MS, HOST_GAP_REL * k["synced"]):
+        blocking.append(
+            f"event time << synchronized wall time: {k['synced']:.3f} ms by events vs {k['wall']:.3f} ms "
+            f"by the host clock ({extra_host_ms:.3f} ms more than eager's gap): timer tampering or "
+            "work the events do not see"
+        )
+    threads.finish(blocking)
+    late = [issue for issue in tamper_check() if issue not in " ".join(blocking)]
+    if late:
+        blocking.append("timer or checker function tampered with: " + "; ".join(late))
+    recheck = merge_rechecks(rechecks)
+    if not recheck["passed"]:
+        blocking.append(
+            f"outputs produced during timing differ from the reference on the same inputs "
+            f"({recheck['failed_rounds']} of {recheck['rounds']} rounds; {recheck['detail']}): "
+            "results cached or replayed across calls"
+        )
+    if iters < MIN_TRUSTED_ITERS:
+        warnings.append(f"only {iters} timed iterations (fewer than {MIN_TRUSTED_ITERS}): the spread is less trustworthy")
+    result = {
+        "kernel": summarize(samples["kernel"][kernel_key]),
+        "eager": summarize(samples["eager"]["event"]),
+        "compile": summarize(samples["compile"]["event"]) if "compile" in samples else None,
+        "warnings": blocking + [w for w in warnings if w not in blocking],
+        "blocking": blocking,
+        "recheck": recheck,
+        "wall_check": {
+            "rounds": iters, "input_slots": n_slots, "input_contents": n_pool,
+            "kernel_timed_by": kernel_key,
+            **{f"{name}_{key}_ms": value for name, m in med.items() for key, value in m.items()},
+            "kernel_after_end_ms": after_end["kernel"], "eager_after_end_ms": after_end["eager"],
+            "kernel_host_gap_ms": host_gap["kernel"], "eager_host_gap_ms": host_gap["eager"],
+            "threads": threads.summary(),
+        },
+    }
+    return result
+
+
+def _timed_call(fn, args, flush, stream, events, threads):
+    """One call: flush L2, then (event ms, synced ms, wall ms) around ``fn(*args)``."""
+    start, end, synced = events
+    before = threads.snapshot() if threads is not None else None
+    t0 = _perf_counter()
+    flush.zero_()
+    _record(start, stream)
+    out = fn(*args)
+    _record(end, stream)
+    _sync()                       # device-wide: waits for every stream
+    t1 = _perf_counter()
+    _record(synced, stream)
+    _event_sync(synced)
+    if threads is not None:
+        threads.check_after(before)
+    return out, (_elapsed(start, end), _elapsed(start, synced), (t1 - t0) * 1e3)
+
+
+class _ThreadWatch:
+    """Threads running candidate code: present at the start, or started by a candidate call."""
+
+    def __init__(self, at_start: list[str]):
+        self.at_start = at_start
+        self.started: list[str] = []
+        self.max_count = len(_enumerate_threads())
+
+    def snapshot(self) -> set[int]:
+        return {t.ident for t in _enumerate_threads()}
+
+    def check_after(self, before: set[int]) -> None:
+        alive = _enumerate_threads()
+        self.max_count = max(self.max_count, len(alive))
+        for t in alive:
+            if t.ident in before or not t.is_alive() or _library_thread(t):
+                continue
+            label = f"{t.name} (started during a candidate call)"
+            if label not in self.started:
+                self.started.append(label)
+
+    def around(self, fn, args):
+        before = self.snapshot()
+        out = fn(*args)
+        self.check_after(before)
+        return out
+
+    def finish(self, blocking: list[str]) -> None:
+        foreign = sorted(set(self.at_start) | set(foreign_threads()))
+        if foreign:
+            _add(blocking, "side-stream or background work: background thread(s) running candidate code: "
+                 + ", ".join(foreign))
+        if self.started:
+            _add(blocking, "side-stream or background work: the candidate started thread(s) that outlive "
+                 "its call: " + ", ".join(self.started))
+
+    def summary(self) -> dict[str, Any]:
+        return {"foreign_at_start": self.at_start, "started_by_candidate": self.started,
+                "max_count": self.max_count}
+
+
+def _keep_stream(stream, name: str, blocking: list[str]) -> None:
+    """Put ``stream`` back if a call left another one current, and say so."""
+    if _current_stream() != stream:
+        _set_stream(stream)
+        _add(blocking, f"side-stream or background work: the {name} call left another CUDA stream current")
+
+
+def _add(messages: list[str], message: str) -> None:
+    if message not in messages:
+        messages.append(message)
+
+
+def _validate(candidate_fn, eager_fn, compile_fn, make_inputs, iters, warmup) -> None:
+    for name, value in (("candidate_fn", candidate_fn), ("eager_fn", eager_fn), ("make_inputs", make_inputs)):
+        if not callable(value):
+            raise TypeError(f"{name} must be callable, got {type(value).__name__}")
+    if compile_fn is not None and not callable(compile_fn):
+        raise TypeError(f"compile_fn must be callable or None, got {type(compile_fn).__name__}")
+    if not isinstance(iters, int) or isinstance(iters, bool) or iters < 1:
+        raise ValueError(f"iters={iters!r} must be an int >= 1 ({MIN_TRUSTED_ITERS} or more for trusted numbers)")
+    if not isinstance(warmup, int) or isinstance(warmup, bool) or warmup < 0:
+        raise ValueError(f"warmup={warmup!r} must be an int >= 0")
+
+
+def _as_args(inputs: Any) -> tuple:
+    return tuple(inputs) if isinstance(inputs, (tuple, list)) else (inputs,)
+
+
+def _signature(args: tuple) -> list:
+    return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args]
+
+
+def _build_inputs(make_inputs, device) -> tuple[list[tuple], list[tuple], list[str]]:
+    """Input slots (the tensors the candidate sees) and a pool of contents rotated through them."""
+    first = _as_args(make_inputs())
+    for i, a in enumerate(first):
+        if isinstance(a, torch.Tensor) and a.device.type != device.type:
+            raise ValueError(f"make_inputs() returned input {i} on {a.device}; it must return CUDA tensors")
+    set_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
+    free_bytes, _ = torch.cuda.mem_get_info(device)
+    n_slots, n_pool, notes = INPUT_SLOTS, INPUT_POOL, []
+    if (n_slots + n_pool) * set_bytes > INPUT_MEMORY_SHARE * free_bytes:
+        n_slots, n_pool = 1, 2
+        notes.append(f"inputs of {set_bytes / 1e9:.2f} GB: rotating 1 slot through 2 contents to fit in memory")
+    sets = [first] + [_as_args(make_inputs()) for _ in range(n_slots + n_pool - 1)]
+    for s in sets[1:]:
+        if _signature(s) != _signature(first):
+            raise ValueError(f"make_inputs() returned {_signature(s)} after {_signature(first)}; shapes must not vary")
+    return sets[:n_slots], sets[n_slots:], notes
+
+
+def _load(slot: tuple, content: tuple) -> None:
+    """Copy ``content`` into ``slot`` in place: same pointers, new data."""
+    for dst, src in zip(slot, content):
+        if isinstance(dst, torch.Tensor) and dst.numel() > 0:
+            try:
+                dst.copy_(src)
+            except RuntimeError:   # e.g. an expanded (stride-0) input: leave it as it is
+                continue
+
+
+def _flush_size(device, flush_bytes: int | None) -> int:
+    if flush_bytes is not None:
+        if not isinstance(flush_bytes, int) or flush_bytes < 1:
+            raise ValueError(f"flush_bytes={flush_bytes!r} must be a positive int")
+        return flush_bytes
+    l2_bytes = int(getattr(torch.cuda.get_device_properties(device), "L2_cache_size", 0) or 0)
+    return max(FLUSH_MIN_BYTES, FLUSH_L2_MULTIPLE * l2_bytes)
+
+
+# ---- re-checking outputs produced while timed (hack 12) ---------------------------
+
+RECHECK_REL_NORM_TOL = 0.05   # far above fp32/bf16 rounding, far below a stale result (~1.4)
+_CHUNK = 1 << 24              # elements compared at once
+
+
+def recheck_outputs(candidate_out: Any, reference_out: Any, *, atol: float | None = None,
+                    rtol: float | None = None, rel_norm_tol: float = RECHECK_REL_NORM_TOL) -> dict[str, Any]:
+    """Compare one output the candidate produced while timed with the reference's on the same inputs.
+
+    Fails on a shape or count difference, a NaN/Inf disagreement, a relative-norm error
+    ``‖out-ref‖/‖ref‖`` above ``rel_norm_tol``, or (when ``atol`` and ``rtol`` are given)
+    any element outside ``atol + rtol*|ref|``.
+    """
+    result = {"passed": True, "max_abs_err": 0.0, "rel_norm_err": 0.0, "mismatch_count": 0,
+              "nonfinite_mismatch": 0, "detail": ""}
+    cands, refs = _leaves(candidate_out), _leaves(reference_out)
+    if len(cands) != len(refs):
+        return _failed(result, f"{len(cands)} outputs from the candidate, {len(refs)} from the reference")
+    for i, (c, r) in enumerate(zip(cands, refs)):
+        if not isinstance(r, torch.Tensor):
+            if c != r:
+                return _failed(result, f"output {i} is {c!r}, the reference's {r!r}")
+            continue
+        if not isinstance(c, torch.Tensor):
+            return _failed(result, f"output {i} is a {type(c).__name__}, not a tensor")
+        if tuple(c.shape) != tuple(r.shape):
+            return _failed(result, f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}")
+        _compare(c.detach(), r.detach(), atol, rtol, result)
+    problems = []
+    if result["nonfinite_mismatch"]:
+        problems.append(f"{result['nonfinite_mismatch']} NaN/Inf disagreements")
+    if not result["rel_norm_err"] <= rel_norm_tol:
+        problems.append(f"relative-norm error {result['rel_norm_err']:.3g} > {rel_norm_tol:g}")
+    if result["mismatch_count"]:
+        problems.append(f"{result['mismatch_count']} elements outside atol={atol:g}, rtol={rtol:g}")
+    return _failed(result, "; ".join(problems)) if problems else result
+
+
+def merge_rechecks(rounds: list[dict[str, Any]]) -> dict[str, Any]:
+    """One summary of the per-round rechecks: worst errors, failed rounds, first failure."""
+    failed = [i for i, r in enumerate(rounds) if not r["passed"]]
+    return {
+        "passed": not failed,
+        "rounds": len(rounds),
+        "failed_rounds": len(failed),
+        "first_failed_round": failed[0] if failed else None,
+        "max_abs_err": max((r["max_abs_err"] for r in rounds), default=0.0),
+        "rel_norm_err": max((r["rel_norm_err"] for r in rounds), default=0.0),
+        "mismatch_count": max((r["mismatch_count"] for r in rounds), default=0),
+        "nonfinite_mismatch": max((r["nonfinite_mismatch"] for r in rounds), default=0),
+        "detail": rounds[failed[0]]["detail"] if failed else "",
+    }
+
+
+def _leaves(out: Any) -> list:
+    if isinstance(out, (tuple, list)):
+        return [leaf for item in out for leaf in _leaves(item)]
+    return [out]
+
+
+def _failed(result: dict[str, Any], detail: str) -> dict[str, Any]:
+    result["passed"] = False
+    result["detail"] = detail
+    return result
+
+
+def _compare(c: torch.Tensor, r: torch.Tensor, atol, rtol, result: dict[str, Any]) -> None:
+    """Accumulate errors of ``c`` against ``r`` into ``result``, in chunks to bound memory."""
+    if c.numel() == 0:
+        return
+    c = c.to(r.device)
+    if c.is_complex() or r.is_complex():
+        c, r = torch.view_as_real(c.to(torch.complex128)), torch.view_as_real(r.to(torch.complex128))
+    c, r = c.reshape(-1), r.reshape(-1)
+    zero = torch.zeros((), dtype=torch.float64, device=r.device)
+    err_sq = ref_sq = 0.0
+    for lo in range(0, r.numel(), _CHUNK):
+        c64, r64 = c[lo:lo + _CHUNK].to(torch.float64), r[lo:lo + _CHUNK].to(torch.float64)
+        nan_c, nan_r = c64.isnan(), r64.isnan()
+        inf_bad = (c64.isinf() | r64.isinf()) & (c64 != r64) & ~(nan_c | nan_r)
+        result["nonfinite_mismatch"] += int((nan_c != nan_r).sum().item() + inf_bad.sum().item())
+        finite = torch.isfinite(c64) & torch.isfinite(r64)
+        diff = torch.where(finite, (c64 - r64).abs(), zero)
+        result["max_abs_err"] = max(result["max_abs_err"], float(diff.max().item()))
+        err_sq += float(diff.square().sum().item())
+        ref_sq += float(torch.where(finite, r64, zero).square().sum().item())
+        if atol is not None and rtol is not None:
+            result["mismatch_count"] += int((finite & (diff > atol + rtol * r64.abs())).sum().item())
+    rel = math.sqrt(err_sq / ref_sq) if ref_sq > 0 else (0.0 if err_sq == 0 else math.inf)
+    result["rel_norm_err"] = max(result["rel_norm_err"], rel)
+
+
+# ---- tampered timers and foreign threads (hacks 9 and 11) -------------------------
+
+GUARDED = (
+    "time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.time",
+    "threading.enumerate", "threading.active_count",
+    "torch.cuda.synchronize", "torch.cuda.current_stream", "torch.cuda.set_stream",
+    "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
+    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch._C._cuda_synchronize",
+    "torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close",
+    "torch.profiler.profile", "torch.profiler.profile.events",
+)
+_MISSING = object()
+_BUILTIN_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                  types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)
+
+
+def _library_roots() -> tuple[str, ...]:
+    """Directories whose code is trusted: torch, triton, the standard library, installed
+    packages and kernelrag itself. Candidates live in none of them."""
+    import importlib.util
+
+    paths = sysconfig.get_paths()
+    roots = [paths.get("stdlib"), paths.get("purelib"), paths.get("platlib"),
+             os.path.dirname(threading.__file__), os.path.dirname(torch.__file__),
+             os.path.dirname(kernelrag.__file__)]
+    spec = importlib.util.find_spec("triton")
+    if spec is not None and spec.origin:
+        roots.append(os.path.dirname(spec.origin))
+    return tuple(sorted({os.path.realpath(p) for p in roots if p}))
+
+
+_ROOTS = _library_roots()
+_TORCH_TRITON_ROOTS = tuple(r for r in _ROOTS if os.path.basename(r) in ("torch", "triton"))
+
+
+def _resolve(path: str) -> Any:
+    root, *rest = path.split(".")
+    obj = sys.modules.get(root, _MISSING)
+    for part in rest:
+        if obj is _MISSING:
+            break
+        obj = getattr(obj, part, _MISSING)
+    return obj
+
+
+_SNAPSHOT = {path: _resolve(path) for path in GUARDED}
+
+
+def _trusted_file(path: str | None) -> bool:
+    if not path or not os.path.isabs(path):
+        return False
+    real = os.path.realpath(path)
+    return any(real == root or real.startswith(root + os.sep) for root in _ROOTS)
+
+
+def _code_file(obj: Any) -> str | None:
+    for _ in range(4):   # unwrap partials and bound methods
+        if hasattr(obj, "func") and type(obj).__name__ == "partial":
+            obj = obj.func
+        elif isinstance(obj, types.MethodType):
+            obj = obj.__func__
+        else:
+            break
+    code = getattr(obj, "__code__", None)
+    if not isinstance(code, types.CodeType):
+        code = getattr(getattr(type(obj), "__call__", None), "__code__", None)
+    return code.co_filename if isinstance(code, types.CodeType) else None
+
+
+def _provenance_problem(path: str, obj: Any) -> str | None:
+    leaf = path.rsplit(".", 1)[-1]
+    if isinstance(obj, _BUILTIN_TYPES):
+        name = getattr(obj, "__name__", "")
+        return None if name == leaf else f"is the built-in {name!r}, not {leaf!r}"
+    if isinstance(obj, type):
+        module = sys.modules.get(getattr(obj, "__module__", ""))
+        return None if _trusted_file(getattr(module, "__file__", None)) else f"is a class from {obj.__module__}"
+    if isinstance(obj, types.FunctionType):
+        file = obj.__code__.co_filename
+        return None if _trusted_file(file) else f"is defined in {file}, not in torch or the standard library"
+    return f"is a {type(obj).__name__}, not the library function"
+
+
+def tamper_check() -> list[str]:
+    """Timer, synchronize and comparison functions that were replaced or are not the library's.
+
+    Each guarded name must still be the object it was when this module was imported,
+    and must come from torch or the standard library (a lambda, a wrapper from
+    another file or a swapped built-in does not).
+    """
+    issues = []
+    for path, original in _SNAPSHOT.items():
+        current = _resolve(path)
+        if current is _MISSING and original is _MISSING:
+            continue
+        if current is not original and original is not _MISSING:
+            issues.append(f"{path} was replaced after the verifier loaded")
+            continue
+        problem = _provenance_problem(path, current)
+        if problem:
+            issues.append(f"{path} {problem}")
+    return issues
+
+
+def _thread_code_file(t: threading.Thread) -> tuple[bool, str | None]:
+    """(whether there is code to judge, the file of the code the thread runs)."""
+    target = t.__dict__.get("_target") or t.__dict__.get("function")   # Thread / Timer
+    if target is None and type(t).run is threading.Thread.run:
+        return False, None        # finished running its target: nothing left to judge
+    return True, _code_file(target) if target is not None else _code_file(type(t).run)
+
+
+def _library_thread(t: threading.Thread) -> bool:
+    """A thread that torch or triton started for itself (compile workers and the like)."""
+    judged, file = _thread_code_file(t)
+    if not judged or not file or not os.path.isabs(file):
+        return not judged
+    real = os.path.realpath(file)
+    return any(real.startswith(root + os.sep) for root in _TORCH_TRITON_ROOTS)
+
+
+def clock_functions() -> tuple[Any, Any, Any, Any]:
+    """(Event class, record, elapsed_time, synchronize) as captured when this module loaded.
+
+    Raises KernelRAGError when even those are not torch's own (something patched them
+    before the verifier loaded): no trustworthy GPU clock exists in this process.
+    """
+    captured = {"torch.cuda.Event": _Event, "torch.cuda.Event.record": _record,
+                "torch.cuda.Event.elapsed_time": _elapsed, "torch.cuda.synchronize": _sync}
+    problems = [f"{path} {why}" for path, obj in captured.items() if (why := _provenance_problem(path, obj))]
+    if problems:
+        raise KernelRAGError("CUDA timing functions were patched before the verifier loaded ("
+                             + "; ".join(problems) + "): time in a clean process")
+    return _Event, _record, _elapsed, _sync
+
+
+def foreign_threads() -> list[str]:
+    """Live Python threads whose code is not torch's, triton's, the standard library's or kernelrag's."""
+    out = []
+    main, current = threading.main_thread(), threading.current_thread()
+    for t in _enumerate_threads():
+        if t is main or t is current or type(t).__name__ == "_DummyThread" or not t.is_alive():
+            continue
+        judged, file = _thread_code_file(t)
+        if judged and not _trusted_file(file):
+            out.append(f"{t.name} (code in {file or 'an unknown file'})")
+    return out

@@ -1,0 +1,186 @@
+"""One tolerance table keyed by dtype, and the comparison every check uses.
+
+An output element passes when ``|out - ref| <= atol * scale + rtol * |ref|``, where
+``scale`` is the root-mean-square of the finite reference values (1 when the
+reference is all zeros). Scaling ``atol`` by the output's own magnitude keeps the
+test meaningful for tiny outputs (a softmax over a wide row has values ~1/N, so a
+fixed atol of 1e-2 would let an all-zero output pass) and for large ones (a sum with
+cancellation). On top of the per-element test the whole output must satisfy
+``||out - ref|| / ||ref|| <= rel_norm``, and NaN/+Inf/-Inf must sit at the same
+positions as in the reference.
+
+fp32 tasks are compared with a float64 reference, so the fp32 row is tight enough to
+catch a kernel that quietly computes in bf16 or TF32 (relative error ~1e-3).
+
+The table needs no torch (the parent process validates overrides with it); the
+comparison functions import torch when called.
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
+
+
+@dataclass(frozen=True)
+class Tolerance:
+    atol: float        # times the output's RMS
+    rtol: float
+    rel_norm: float    # bound on ||out - ref|| / ||ref||
+    key: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+TOLERANCES: dict[str, Tolerance] = {
+    "float64": Tolerance(atol=1e-10, rtol=1e-8, rel_norm=1e-9, key="float64"),
+    "float32": Tolerance(atol=1e-4, rtol=1e-4, rel_norm=1e-5, key="float32"),
+    "tf32": Tolerance(atol=5e-3, rtol=5e-3, rel_norm=2e-3, key="tf32"),
+    "bfloat16": Tolerance(atol=2e-2, rtol=2e-2, rel_norm=1e-2, key="bfloat16"),
+    "float16": Tolerance(atol=5e-3, rtol=5e-3, rel_norm=2e-3, key="float16"),
+    "float8": Tolerance(atol=1.5e-1, rtol=1.5e-1, rel_norm=8e-2, key="float8"),
+}
+
+# Exact outputs (integers, booleans, argmax indices) must match exactly.
+EXACT = Tolerance(atol=0.0, rtol=0.0, rel_norm=0.0, key="exact")
+
+
+def dtype_key(dtype: torch.dtype) -> str:
+    name = str(dtype).removeprefix("torch.")
+    if name.startswith("float8"):
+        return "float8"
+    return name if name in TOLERANCES else ("exact" if not dtype.is_floating_point else "float32")
+
+
+def check_override(override: dict[str, Any] | str | None) -> None:
+    """Raise ValueError unless ``override`` is None, a row name, or a dict of atol/rtol/rel_norm."""
+    if override is None:
+        return
+    if isinstance(override, str):
+        if override not in TOLERANCES:
+            raise ValueError(f"tolerance {override!r} is not in the table; valid: {', '.join(TOLERANCES)}")
+        return
+    if not isinstance(override, dict):
+        raise ValueError(f"tolerance {override!r} must be a row name or a dict with atol, rtol, rel_norm")
+    unknown = set(override) - {"atol", "rtol", "rel_norm"}
+    if unknown:
+        raise ValueError(f"unknown tolerance fields {sorted(unknown)}; valid: atol, rtol, rel_norm")
+
+
+def tolerance_for(dtype: torch.dtype, override: dict[str, Any] | str | None = None) -> Tolerance:
+    """The table's row for ``dtype``; ``override`` is a row name ("tf32") or a dict of fields."""
+    check_override(override)
+    if isinstance(override, str):
+        return TOLERANCES[override]
+    key = dtype_key(dtype)
+    base = EXACT if key == "exact" else TOLERANCES[key]
+    if override:
+        fields = {**asdict(base), **{k: float(v) for k, v in override.items()}, "key": "override"}
+        if "rel_norm" not in override:
+            fields["rel_norm"] = max(base.rel_norm, float(override.get("rtol", base.rtol)) / 10)
+        return Tolerance(**fields)
+    return base
+
+
+@dataclass
+class Comparison:
+    passed: bool
+    numel: int
+    mismatch_count: int = 0          # elements out of tolerance (incl. NaN/Inf disagreement)
+    nonfinite_mismatch: int = 0
+    max_abs_err: float = 0.0
+    max_rel_err: float = 0.0
+    rel_norm_err: float = 0.0
+    first_bad_indices: list[list[int]] = field(default_factory=list)
+    problem: str = ""                # shape/dtype mismatch, when values could not be compared
+
+    def describe(self) -> str:
+        if self.problem:
+            return self.problem
+        text = f"{self.mismatch_count}/{self.numel} elements out of tolerance"
+        if self.nonfinite_mismatch:
+            text += (f", NaN/Inf disagree at {self.nonfinite_mismatch} positions (unwritten outputs read as "
+                     "NaN); among the rest")
+        text += (f", max abs err {self.max_abs_err:.3g}, max rel err {self.max_rel_err:.3g}, "
+                 f"rel-norm err {self.rel_norm_err:.3g}")
+        if self.first_bad_indices:
+            text += f", first bad indices {self.first_bad_indices[:5]}"
+        return text
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+
+_CHUNK = 1 << 24   # elements compared at once, to bound temporary memory on huge outputs
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
+    """Compare ``out`` with ``ref`` element by element and as a whole (see module doc)."""
+    import torch
+
+    numel = ref.numel()
+    if tuple(out.shape) != tuple(ref.shape):
+        return Comparison(False, numel, numel, problem=f"shape {tuple(out.shape)} != expected {tuple(ref.shape)}")
+    if numel == 0:
+        return Comparison(True, 0)
+    o_flat, r_flat = out.detach().reshape(-1), ref.detach().reshape(-1)
+    # pass 1: reference scale (RMS of finite values) and norms
+    sq_ref, n_fin = 0.0, 0
+    for s in range(0, numel, _CHUNK):
+        r = r_flat[s:s + _CHUNK].double()
+        fin = torch.isfinite(r)
+        sq_ref += float((r[fin] ** 2).sum())
+        n_fin += int(fin.sum())
+    rms = (sq_ref / n_fin) ** 0.5 if n_fin else 0.0
+    scale = rms if rms > 0 else 1.0
+    res = Comparison(True, numel)
+    sq_diff = 0.0
+    bad_positions: list[int] = []
+    for s in range(0, numel, _CHUNK):
+        o = o_flat[s:s + _CHUNK].double()
+        r = r_flat[s:s + _CHUNK].double()
+        nonfin = ~((torch.isnan(o) == torch.isnan(r)) & (torch.isposinf(o) == torch.isposinf(r))
+                   & (torch.isneginf(o) == torch.isneginf(r)))
+        both = torch.isfinite(o) & torch.isfinite(r)
+        diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
+        absr = torch.where(both, r.abs(), torch.zeros_like(r))
+        bad = (diff > tol.atol * scale + tol.rtol * absr) | nonfin
+        res.nonfinite_mismatch += int(nonfin.sum())
+        res.mismatch_count += int(bad.sum())
+        sq_diff += float((diff ** 2).sum())
+        if diff.numel():
+            res.max_abs_err = max(res.max_abs_err, float(diff.max()))
+            # relative error only where the reference is not itself ~0 at this scale
+            big = absr > tol.atol * scale
+            if bool(big.any()):
+                res.max_rel_err = max(res.max_rel_err, float((diff[big] / absr[big]).max()))
+        if len(bad_positions) < 5 and bool(bad.any()):
+            bad_positions += [s + int(i) for i in torch.nonzero(bad).reshape(-1)[:5 - len(bad_positions)]]
+    res.rel_norm_err = (sq_diff ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else sq_diff ** 0.5
+    res.first_bad_indices = [_unravel(p, tuple(ref.shape)) for p in bad_positions]
+    res.passed = res.mismatch_count == 0 and res.rel_norm_err <= tol.rel_norm
+    return res
+
+
+def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
+    idx = []
+    for dim in reversed(shape):
+        idx.append(flat % dim)
+        flat //= dim
+    return list(reversed(idx))
+
+
+def compare_outputs(outs: list[torch.Tensor], refs: list[torch.Tensor],
+                    tols: list[Tolerance]) -> list[Comparison]:
+    """Compare each output of a (possibly tuple-valued) forward with its reference."""
+    if len(outs) != len(refs):
+        return [Comparison(False, 0, problem=f"{len(outs)} outputs, expected {len(refs)}")]
+    return [compare(o, r, t) for o, r, t in zip(outs, refs, tols)]
+
+
+def worst(comparisons: list[Comparison]) -> Comparison:
+    """The comparison that failed worst (most bad elements, then largest rel-norm error)."""
+    return max(comparisons, key=lambda c: (not c.passed, bool(c.problem), c.mismatch_count, c.rel_norm_err))

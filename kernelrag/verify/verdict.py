@@ -1,0 +1,192 @@
+"""The typed result of one verification: what ran, what passed, what was measured.
+
+A ``Verdict`` is plain data (standard library only) so it can cross process
+boundaries as JSON, be stored in optimisation logs and be read back with
+``Verdict.from_dict``. ``summary()`` is one human line; ``feedback()`` is the
+text a drafting LLM gets: the failure first, with the numbers it needs to act.
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+STATUSES = ("correct", "incorrect", "compile_error", "rejected", "timeout", "crashed",
+            "not_checkable", "weak_task")
+
+
+@dataclass
+class Check:
+    """One check that ran, e.g. ``compare[trial 2, heavy_tailed]`` or ``inputs-unchanged``."""
+
+    name: str
+    passed: bool
+    detail: str = ""
+
+
+@dataclass
+class Finding:
+    """A rule the candidate's source (or its behaviour at run time) broke."""
+
+    rule: str
+    line: int | None
+    message: str
+    blocking: bool = True
+
+
+@dataclass
+class Timing:
+    """A median time with its spread and the number of timed calls."""
+
+    median_ms: float
+    iqr_ms: float
+    trials: int
+
+    @classmethod
+    def from_any(cls, value: Any) -> "Timing | None":
+        if value is None or isinstance(value, Timing):
+            return value
+        return cls(median_ms=float(value["median_ms"]), iqr_ms=float(value.get("iqr_ms", 0.0)),
+                   trials=int(value.get("trials", 0)))
+
+
+@dataclass
+class Verdict:
+    ok: bool = False                       # compiled, correct, no blocking finding, task not weak
+    status: str = "not_checkable"          # one of STATUSES
+    reason: str = ""                       # one line
+    compiled: bool = False
+    correct: bool = False
+    checkable: bool = True                 # False: could not be checked here (see reason)
+    error: str | None = None               # truncated error text (traceback tail, stderr tail)
+    checks: list[Check] = field(default_factory=list)
+    findings: list[Finding] = field(default_factory=list)
+    max_abs_err: float | None = None
+    max_rel_err: float | None = None
+    rel_norm_err: float | None = None      # ||out - ref|| / ||ref||, worst trial
+    mismatch_count: int | None = None      # elements out of tolerance, worst trial
+    first_bad_indices: list[list[int]] = field(default_factory=list)
+    nonfinite_mismatch: int | None = None  # positions where NaN/Inf disagree, worst trial
+    device: str = "cpu"
+    shrunk_sizes: dict[str, list[int]] | None = None   # name -> [original, size checked, ...]
+    trials: int = 0
+    seed: int | None = None
+    timed: bool = False
+    kernel_ms: Timing | None = None
+    eager_ms: Timing | None = None
+    compile_ms: Timing | None = None
+    speedup_vs_eager: float | None = None
+    speedup_vs_compile: float | None = None
+    flops: int | None = None
+    bytes_moved: int | None = None
+    achieved_gbps: float | None = None
+    achieved_tflops: float | None = None
+    frac_bandwidth: float | None = None
+    frac_compute: float | None = None
+    roofline_floor_ms: float | None = None
+    frac_roofline: float | None = None
+    gpu: str | None = None
+    driver: str | None = None
+    torch_version: str | None = None
+    triton_version: str | None = None
+    warnings: list[str] = field(default_factory=list)
+    wall_s: float = 0.0
+
+    # ------------------------------------------------------------------ data
+    def to_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Verdict":
+        known = {f.name for f in dataclasses.fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["checks"] = [c if isinstance(c, Check) else Check(**c) for c in values.get("checks", [])]
+        values["findings"] = [f if isinstance(f, Finding) else Finding(**f)
+                              for f in values.get("findings", [])]
+        for name in ("kernel_ms", "eager_ms", "compile_ms"):
+            values[name] = Timing.from_any(values.get(name))
+        return cls(**values)
+
+    # ------------------------------------------------------------- views
+    @property
+    def blocking_findings(self) -> list[Finding]:
+        return [f for f in self.findings if f.blocking]
+
+    @property
+    def failed_checks(self) -> list[Check]:
+        return [c for c in self.checks if not c.passed]
+
+    def summary(self) -> str:
+        """One or two lines for a person: status, why, the key numbers."""
+        where = self.device + (" (Triton interpreter)" if self.device == "cpu" else "")
+        head = f"{self.status}: {self.reason}" if self.reason else self.status
+        parts = [head, f"[{where}, {self.trials} trials, {self.wall_s:.1f} s]"]
+        if self.rel_norm_err is not None and self.status in ("correct", "incorrect", "weak_task"):
+            parts.append(f"max abs err {_g(self.max_abs_err)}, rel-norm err {_g(self.rel_norm_err)}")
+        if self.timed and self.kernel_ms is not None:
+            parts.append(_timing_line(self))
+        elif self.status in ("correct", "weak_task"):
+            parts.append("no time measured")
+        if self.shrunk_sizes:
+            parts.append("sizes shrunk: " + ", ".join(
+                f"{k} {v[0]}->{'/'.join(str(x) for x in v[1:])}" for k, v in self.shrunk_sizes.items()))
+        return "; ".join(parts)
+
+    def feedback(self) -> str:
+        """What a drafting LLM needs to fix the candidate, most important first."""
+        lines = [f"Verification result: {self.status}. {self.reason}".rstrip()]
+        blocking = self.blocking_findings
+        if blocking:
+            lines.append("Rules broken (the kernel is rejected until these are fixed):")
+            lines += [f"- line {f.line}: [{f.rule}] {f.message}" if f.line else f"- [{f.rule}] {f.message}"
+                      for f in blocking]
+        if self.error:
+            lines.append("Error (last lines):")
+            lines.append(_tail(self.error, 25))
+        failed = self.failed_checks
+        if failed:
+            lines.append("Failed checks:")
+            lines += [f"- {c.name}: {c.detail}" for c in failed[:4]]
+            if len(failed) > 4:
+                lines.append(f"- ... and {len(failed) - 4} more: " + ", ".join(c.name for c in failed[4:12]))
+        if self.mismatch_count:
+            lines.append(
+                f"Mismatch: {self.mismatch_count} elements out of tolerance; max abs err "
+                f"{_g(self.max_abs_err)}, max rel err {_g(self.max_rel_err)}, "
+                f"rel-norm err {_g(self.rel_norm_err)}; first bad indices {self.first_bad_indices[:5]}.")
+        if self.nonfinite_mismatch:
+            lines.append(f"NaN/Inf disagree with the reference at {self.nonfinite_mismatch} positions "
+                         "(NaN in an output usually means an element was never written: outputs start "
+                         "filled with NaN).")
+        if self.status == "correct" and self.timed:
+            lines.append(_timing_line(self))
+        elif self.status == "correct":
+            lines.append("Correct under Triton's interpreter on CPU; no time measured." if self.device == "cpu"
+                         else "Correct; no time measured.")
+        soft = [f for f in self.findings if not f.blocking]
+        if soft:
+            lines.append("Warnings from the source check:")
+            lines += [f"- line {f.line}: [{f.rule}] {f.message}" for f in soft[:5]]
+        if self.warnings:
+            lines.append("Notes: " + "; ".join(self.warnings[:5]) + ".")
+        return "\n".join(lines)
+
+
+def _g(value: float | None) -> str:
+    return "n/a" if value is None else f"{value:.3g}"
+
+
+def _tail(text: str, n: int) -> str:
+    return "\n".join(text.strip().splitlines()[-n:])
+
+
+def _timing_line(v: Verdict) -> str:
+    k = v.kernel_ms
+    text = f"kernel {k.median_ms:.4g} ms (IQR {k.iqr_ms:.2g}, {k.trials} calls)"
+    if v.eager_ms is not None:
+        text += f", eager {v.eager_ms.median_ms:.4g} ms (x{_g(v.speedup_vs_eager)})"
+    if v.compile_ms is not None:
+        text += f", torch.compile {v.compile_ms.median_ms:.4g} ms (x{_g(v.speedup_vs_compile)})"
+    if v.frac_roofline is not None:
+        text += f", {100 * v.frac_roofline:.0f}% of the roofline floor {_g(v.roofline_floor_ms)} ms"
+    return text

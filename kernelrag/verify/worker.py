@@ -1,0 +1,271 @@
+"""Entry point of the verifier's subprocesses: ``python -m kernelrag.verify.worker ROLE [JOB]``.
+
+ROLE ``reference`` serves ``kernelrag.verify.reference`` jobs (from JOB, then from
+stdin). ROLE ``candidate`` runs the
+candidate, in its own scratch directory (the working directory), like this:
+
+1. install the ``Guard`` (identities, flags, launch counter), then import the candidate;
+2. wait for the plan file (sizes, seeds, distributions, input digests, expected
+   output structure): it is written only after the reference process has finished;
+3. per trial: regenerate the inputs and check their digest; copy them into the same
+   input buffers every trial (a cache keyed by ``data_ptr`` then returns stale
+   results); build the reference Model with redrawn parameters and load its
+   ``state_dict`` into a fresh ModelNew; call it with NaN-filled allocations; check
+   the output structure, that inputs are unchanged, that a kernel launched and that
+   nothing was patched; save the outputs for the reference process to compare;
+4. write ``phase1.json``; on a GPU, wait for the "go" file ("time" only when the
+   outputs were correct) and measure; write ``result.json``.
+
+Exceptions from candidate code end up in the result, never as a crash of this
+process; a crash, ``os._exit`` or a hang is seen by the parent.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+import time
+import traceback
+from pathlib import Path
+from typing import Any
+
+
+def die_with_parent() -> None:
+    """Ask Linux to kill this process when its parent dies (no orphans if the parent is killed)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+    import signal
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGKILL)   # 1 = PR_SET_PDEATHSIG
+    except (OSError, AttributeError):
+        pass
+
+
+def _wait_json(path: Path) -> dict[str, Any]:
+    """Wait for the parent to write ``path`` (atomically); the parent kills us on timeout.
+
+    If the process that started us goes away, nobody will write it: leave.
+    """
+    parent = os.getppid()
+    while not path.exists():
+        if os.getppid() != parent:
+            os._exit(3)
+        time.sleep(0.01)
+    return json.loads(path.read_text())
+
+
+def _write_json(path: Path, data: dict[str, Any]) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data))
+    os.replace(tmp, path)
+
+
+def error_text(exc: BaseException, candidate_path: str = "") -> str:
+    """The traceback as the candidate's author needs it: their frames, then the error.
+
+    Frames inside the verifier and torch say nothing to the author and are dropped
+    (the last two library frames are kept: Triton's compile errors point there).
+    """
+    frames = traceback.extract_tb(exc.__traceback__)
+    own = [f for f in frames if candidate_path and f.filename == candidate_path]
+    tail = [f for f in frames[-2:] if f not in own and "kernelrag/verify" not in f.filename
+            and not f.filename.startswith("<frozen")]
+    lines = ["Traceback (candidate frames, then where it failed):\n"]
+    lines += traceback.format_list(own + tail)
+    lines += traceback.format_exception_only(type(exc), exc)
+    text = "".join(lines)
+    return (text.replace(candidate_path, "candidate.py") if candidate_path else text)[-6000:]
+
+
+class InputsDiffer(RuntimeError):
+    """This process generated other inputs than the reference process: the task is not seedable."""
+
+
+def classify(exc: BaseException) -> str:
+    """compile_error (Triton compilation), crashed (CUDA context broken), not_checkable or runtime."""
+    if isinstance(exc, InputsDiffer):
+        return "not_checkable"
+    text = f"{type(exc).__name__}: {exc}"
+    if any(s in text for s in ("illegal memory access", "CUDA error", "device-side assert",
+                               "misaligned address", "unspecified launch failure")):
+        return "crashed"
+    if type(exc).__module__.startswith("triton") or "CompilationError" in type(exc).__name__:
+        return "compile_error"
+    return "runtime"
+
+
+class CandidateRun:
+    def __init__(self, job: dict[str, Any]):
+        import torch
+
+        from kernelrag.verify.guard import Guard
+
+        self.torch = torch
+        self.job = job
+        self.device = job["device"]
+        self.result: dict[str, Any] = {"phase": "import", "findings": [], "trials": {}, "checks": [],
+                                       "warnings": [], "torch_version": torch.__version__}
+        self.guard = Guard(self.device, job["interpret"])
+        import triton
+
+        self.result["triton_version"] = triton.__version__
+        if self.device == "cuda" and torch.cuda.is_available():
+            self.result["gpu"] = torch.cuda.get_device_name()
+        self.out_dir = Path(job["out_dir"])
+        self.kept: dict[str, Any] = {}
+        self.model_cls: Any = None
+
+    def findings(self, where: str, **kw) -> None:
+        self.result["findings"] += [f.__dict__ for f in self.guard.check(where, **kw)]
+
+    def check(self, name: str, passed: bool, detail: str = "") -> None:
+        self.result["checks"].append({"name": name, "passed": passed, "detail": detail})
+
+    # ------------------------------------------------------------ phases
+    def load_candidate(self) -> Any:
+        spec = importlib.util.spec_from_file_location(self.job["module_name"], self.job["candidate_path"])
+        module = importlib.util.module_from_spec(spec)
+        sys.modules[self.job["module_name"]] = module
+        spec.loader.exec_module(module)
+        return module
+
+    def run_trials(self, model_cls: Any, plan: dict[str, Any]) -> None:
+        from kernelrag.verify import correctness as C
+
+        torch = self.torch
+        mods = {slot: C.load_task(v["source"], f"cand-{slot}") for slot, v in plan["variants"].items() if v}
+        buffers: dict[str, list] = {}
+        self.out_dir.mkdir(parents=True, exist_ok=True)
+        for trial in plan["trials"]:
+            tid, mod = trial["id"], mods[trial["slot"]]
+            inputs = C.make_inputs(mod, trial["seed"], trial["dist"], self.device)
+            if not C.digests_match(C.digest(inputs), trial["digest"]):
+                raise InputsDiffer(f"inputs of trial {tid} differ between processes: the task's input "
+                                   "generation is not reproducible from a seed")
+            bufs = self._into_buffers(buffers, trial["slot"], inputs)
+            pristine = [x.clone() if isinstance(x, torch.Tensor) else x for x in bufs]
+            reference_model = C.build_model(mod, trial["seed"], self.device)
+            state = reference_model.state_dict()
+            self.result["phase"] = f"init {tid}"
+            model = model_cls(*mod.get_init_inputs()).to(self.device)
+            missing, unexpected = model.load_state_dict(state, strict=False)
+            if missing or unexpected:
+                self.check("state_dict", False, f"ModelNew's parameters differ from Model's: missing "
+                                                f"{list(missing)}, unexpected {list(unexpected)}; keep the "
+                                                "reference's parameter names and shapes")
+                return
+            del reference_model
+            self.result["phase"] = f"forward {tid}"
+            C.poison_cuda_cache(2 * C.nbytes_of(inputs))
+            before = self.guard.launches
+            C.set_poison_fill(True)
+            with torch.no_grad():
+                out = model(*bufs)
+            if self.device == "cuda":
+                torch.cuda.synchronize()
+            C.set_poison_fill(False)
+            launches = self.guard.launches - before
+            outs, problem = C.flatten_outputs(out)
+            problems = [problem] if problem else C.output_problems(outs, trial["expected"])
+            odd = [type(o).__name__ for o in outs if isinstance(o, torch.Tensor) and type(o) is not torch.Tensor]
+            if odd:
+                self.result["findings"].append({
+                    "rule": "tensor-subclass", "line": None, "blocking": True,
+                    "message": f"forward returned a {odd[0]} (a torch.Tensor subclass): outputs must be plain "
+                               "tensors holding computed values"})
+            changed = [i for i, (a, b) in enumerate(zip(bufs, pristine))
+                       if isinstance(a, torch.Tensor) and not (a.shape == b.shape and torch.equal(a, b))]
+            self.findings(f"trial {tid}")
+            entry = {"launches": launches, "problems": problems, "inputs_changed": changed}
+            self.result["trials"][tid] = entry
+            if problems:
+                return
+            path = self.out_dir / f"{tid}.pt"
+            torch.save([o.detach() for o in outs], path)
+            entry["output"] = str(path)
+            if tid == "t0":
+                self.kept = {"outs": [o.detach().clone() for o in outs], "trial": trial, "mod": mod}
+
+    def _into_buffers(self, buffers: dict[str, list], slot: str, inputs: list) -> list:
+        """Copy ``inputs`` into the slot's persistent tensors (same storage every trial)."""
+        torch = self.torch
+
+        def fits(a: Any, b: Any) -> bool:
+            if isinstance(a, torch.Tensor) and isinstance(b, torch.Tensor):
+                return a.shape == b.shape and a.dtype == b.dtype
+            return not isinstance(a, torch.Tensor) and not isinstance(b, torch.Tensor) and a == b
+
+        old = buffers.get(slot)
+        if old is None or len(old) != len(inputs) or not all(fits(a, b) for a, b in zip(old, inputs)):
+            buffers[slot] = [x.clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+            return buffers[slot]
+        for a, b in zip(old, inputs):
+            if isinstance(a, torch.Tensor):
+                a.copy_(b)
+        return old
+
+
+def run_candidate(job: dict[str, Any]) -> int:
+    die_with_parent()
+    phase1, final = Path(job["phase1_path"]), Path(job["result_path"])
+    run = CandidateRun(job)
+    res = run.result
+    try:
+        module = run.load_candidate()
+    except BaseException as exc:   # noqa: BLE001 - the candidate failed to import
+        res.update(phase="import", error=error_text(exc, job["candidate_path"]), error_kind="compile_error")
+        _write_json(phase1, res)
+        _write_json(final, res)
+        return 0
+    run.findings("import")
+    model_cls = run.model_cls = getattr(module, "ModelNew", None)
+    plan = _wait_json(Path(job["plan_path"]))
+    if plan.get("cmd") == "stop" or model_cls is None:
+        if model_cls is None:
+            res.update(error="the candidate defines no ModelNew class", error_kind="compile_error")
+        _write_json(phase1, res)
+        _write_json(final, res)
+        return 0
+    try:
+        run.run_trials(model_cls, plan)
+        res["phase"] = "trials done"
+    except BaseException as exc:   # noqa: BLE001 - candidate code raised
+        kind = classify(exc)
+        res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind if not res["phase"].startswith("init")
+                   else "compile_error")
+    _write_json(phase1, res)
+    if job.get("wait_for_go"):
+        go = _wait_json(Path(job["go_path"])).get("go")
+        if go == "time" and "error" not in res:
+            from kernelrag.verify.measure import measure
+
+            try:
+                measure(run, model_cls, plan)
+            except BaseException as exc:   # noqa: BLE001 - building or running at the timed size failed
+                res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
+    _write_json(final, res)
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["reference"] and len(argv) in (1, 2):
+        from kernelrag.verify.reference import main as reference_main
+
+        die_with_parent()
+        return reference_main(json.loads(Path(argv[1]).read_text()) if len(argv) == 2 else None)
+    if len(argv) != 2 or argv[0] != "candidate":
+        print("usage: python -m kernelrag.verify.worker {reference [JOB.json] | candidate JOB.json}",
+              file=sys.stderr)
+        return 2
+    return run_candidate(json.loads(Path(argv[1]).read_text()))
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)   # skip interpreter teardown (seconds with torch and triton loaded)

@@ -1,0 +1,99 @@
+"""A fork server for candidate processes in CPU mode.
+
+Importing torch and triton costs seconds; a verification under the interpreter
+needs only a few more. The zygote imports them once (with ``TRITON_INTERPRET=1``)
+and forks a child per candidate. The child is a new process: its own session
+(killable as a group), its own working directory, stdin from /dev/null,
+stdout/stderr to files, and it runs ``worker.run_candidate`` exactly as a fresh
+``python -m kernelrag.verify.worker candidate`` would. The zygote never runs
+candidate code, so no candidate can leave anything behind for the next one.
+
+It is used on CPU only: a CUDA context does not survive ``fork``, and on a GPU
+machine the start-up cost is small next to timing.
+
+Protocol on stdin/stdout (JSON lines; output lines start with ``@@kernelrag``):
+``{"id", "job", "cwd", "stdout", "stderr"}`` -> ``{"id", "pid"}``; whenever a child
+ends: ``{"exited": pid, "code": exit code, negative for a signal}``.
+"""
+from __future__ import annotations
+
+import json
+import os
+import select
+import sys
+import traceback
+
+MARK = "@@kernelrag "
+
+
+def _send(message: dict) -> None:
+    os.write(1, (MARK + json.dumps(message) + "\n").encode())
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        _send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+
+
+def _child(request: dict) -> None:
+    code = 1
+    try:
+        os.setsid()
+        os.chdir(request["cwd"])
+        for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
+                                (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
+                                (2, request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC)):
+            new = os.open(path, flags, 0o600)
+            os.dup2(new, fd)
+            os.close(new)
+        from kernelrag.verify.worker import run_candidate
+
+        with open(request["job"]) as f:
+            job = json.load(f)
+        code = run_candidate(job)
+    except BaseException:   # noqa: BLE001 - report anything, then leave without cleanup
+        traceback.print_exc()
+    finally:
+        try:
+            sys.stdout.flush()
+            sys.stderr.flush()
+        finally:
+            os._exit(code)
+
+
+def serve() -> int:
+    import torch  # noqa: F401 - the point of the zygote: import once, fork many
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    from kernelrag.verify import correctness, guard, measure, tolerances, worker  # noqa: F401
+
+    worker.die_with_parent()
+    _send({"ready": True})
+    buffer = b""
+    while True:
+        readable, _, _ = select.select([0], [], [], 0.05)
+        _reap()
+        if not readable:
+            continue
+        chunk = os.read(0, 65536)
+        if not chunk:
+            return 0                      # the parent went away
+        buffer += chunk
+        while b"\n" in buffer:
+            line, buffer = buffer.split(b"\n", 1)
+            request = json.loads(line)
+            pid = os.fork()
+            if pid == 0:
+                _child(request)
+            _send({"id": request["id"], "pid": pid})
+
+
+if __name__ == "__main__":
+    sys.exit(serve())

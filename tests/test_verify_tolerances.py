@@ -1,0 +1,83 @@
+"""The tolerance table and the comparison every check uses."""
+from __future__ import annotations
+
+import pytest
+import torch
+
+from kernelrag.verify.tolerances import TOLERANCES, compare, tolerance_for
+
+FP32 = TOLERANCES["float32"]
+
+
+def test_fp32_rounding_of_an_fp64_reference_passes():
+    ref = torch.randn(64, 257, dtype=torch.float64)
+    assert compare(ref.float(), ref, FP32).passed
+
+
+def test_bf16_downcast_fails_the_fp32_row():
+    ref = torch.randn(64, 257, dtype=torch.float64)
+    result = compare(ref.bfloat16().float(), ref, FP32)
+    assert not result.passed and result.mismatch_count > 0 and result.rel_norm_err > 1e-3
+
+
+def test_tf32_like_error_fails_fp32_and_passes_tf32_row():
+    ref = torch.randn(128, 128, dtype=torch.float64)
+    noisy = ref * (1 + 4e-4 * torch.randn_like(ref))
+    assert not compare(noisy, ref, FP32).passed
+    assert compare(noisy, ref, TOLERANCES["tf32"]).passed
+
+
+def test_zeros_fail_on_a_tiny_output():
+    """A softmax over 32768 columns has values ~3e-5: a fixed atol of 1e-2 would let zeros pass."""
+    ref = torch.softmax(torch.randn(4, 32768, dtype=torch.float64), dim=1)
+    assert torch.allclose(torch.zeros_like(ref), ref, atol=1e-2)      # the classic check is fooled
+    result = compare(torch.zeros_like(ref), ref, FP32)
+    assert not result.passed and result.rel_norm_err == pytest.approx(1.0)
+
+
+def test_nan_positions_must_agree():
+    ref = torch.randn(10, dtype=torch.float64)
+    ref[3] = float("nan")
+    out = ref.clone()
+    assert compare(out, ref, FP32).passed
+    out[3], out[5] = 0.0, float("nan")
+    result = compare(out, ref, FP32)
+    assert not result.passed and result.nonfinite_mismatch == 2
+    inf_ref = torch.tensor([float("inf"), 1.0], dtype=torch.float64)
+    assert not compare(torch.tensor([float("-inf"), 1.0]), inf_ref, FP32).passed
+
+
+def test_report_gives_count_errors_and_first_bad_indices():
+    ref = torch.zeros(4, 8, dtype=torch.float64) + 1.0
+    out = ref.clone()
+    out[2, 5] = 3.0
+    out[3, 1] = -1.0
+    result = compare(out, ref, FP32)
+    assert result.mismatch_count == 2
+    assert result.first_bad_indices == [[2, 5], [3, 1]]
+    assert result.max_abs_err == pytest.approx(2.0) and result.max_rel_err == pytest.approx(2.0)
+    assert "2/32 elements out of tolerance" in result.describe()
+
+
+def test_shape_mismatch_is_a_problem_not_a_crash():
+    result = compare(torch.zeros(3), torch.zeros(4, dtype=torch.float64), FP32)
+    assert not result.passed and "shape" in result.problem
+
+
+def test_integer_outputs_must_match_exactly():
+    ref = torch.tensor([1, 2, 3])
+    tol = tolerance_for(ref.dtype)
+    assert compare(ref.clone(), ref, tol).passed
+    assert not compare(torch.tensor([1, 2, 4]), ref, tol).passed
+
+
+def test_table_lookup_and_overrides():
+    assert tolerance_for(torch.float32) is FP32
+    assert tolerance_for(torch.bfloat16).key == "bfloat16"
+    assert tolerance_for(torch.float32, "tf32").key == "tf32"
+    custom = tolerance_for(torch.float32, {"atol": 1e-3, "rtol": 1e-3})
+    assert custom.atol == 1e-3 and custom.rel_norm >= FP32.rel_norm
+    with pytest.raises(ValueError, match="valid"):
+        tolerance_for(torch.float32, "loose")
+    with pytest.raises(ValueError, match="unknown tolerance fields"):
+        tolerance_for(torch.float32, {"atoll": 1.0})
