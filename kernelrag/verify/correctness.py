@@ -41,7 +41,11 @@ def load_task(source: str, name: str) -> types.ModuleType:
 def make_inputs(mod: types.ModuleType, seed: int, distribution: str, device: str) -> list[Any]:
     torch.manual_seed(seed)
     random.seed(seed)
-    raw = list(mod.get_inputs())
+    # Build the task's tensors on the device itself: KernelBench's get_inputs() calls
+    # torch.randn(...) with no device, and drawing gigabytes on the CPU then copying
+    # them over costs seconds per trial.
+    with torch.device(device):
+        raw = list(mod.get_inputs())
     gen = torch.Generator(device=device).manual_seed(seed ^ 0x5EED)
     out = []
     for x in raw:
@@ -203,3 +207,28 @@ def nbytes_of(values: list[Any]) -> int:
 
 def numel_of(values: list[Any]) -> int:
     return sum(v.numel() for v in values if isinstance(v, torch.Tensor))
+
+
+def load_reference_state(model: torch.nn.Module, state: dict[str, Any]) -> tuple[list[str], str | None]:
+    """Copy the reference's (randomised) parameters and buffers into ``model``.
+
+    Returns (problems, note). Names must match, with one exception: when both sides
+    hold the same number of tensors with the same shapes in the same order (a skill
+    naming its weight ``weight`` where the task wraps it as ``ln.weight``), they are
+    copied by position and the note says so. The values are random, so a wrong pairing
+    cannot pass the comparison that follows.
+    """
+    mine = model.state_dict()
+    if set(mine) == set(state):
+        model.load_state_dict(state, strict=True)
+        return [], None
+    theirs = list(state.items())
+    ours = list(mine.items())
+    if len(ours) == len(theirs) and all(a.shape == b.shape for (_, a), (_, b) in zip(ours, theirs)):
+        model.load_state_dict({k: v for (k, _), (_, v) in zip(ours, theirs)}, strict=True)
+        pairs = ", ".join(f"{a}<-{b}" for (a, _), (b, _) in zip(ours, theirs))
+        return [], f"parameters copied by position: {pairs}"
+    missing = sorted(set(state) - set(mine))
+    unexpected = sorted(set(mine) - set(state))
+    return [f"ModelNew's parameters differ from Model's: missing {missing}, unexpected {unexpected}; "
+            "keep the reference's parameter names and shapes"], None

@@ -38,7 +38,7 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
     seed = plan["timing_seed"]
     reference_model = C.build_model(mod, seed, device)
     model = model_cls(*mod.get_init_inputs()).to(device)
-    model.load_state_dict(reference_model.state_dict(), strict=False)
+    C.load_reference_state(model, reference_model.state_dict())
     counter = itertools.count(1)
 
     def make_inputs() -> list:
@@ -119,7 +119,7 @@ def _recheck(run: Any, plan: dict[str, Any]) -> None:
     inputs = C.make_inputs(kept["mod"], trial["seed"], trial["dist"], run.device)
     reference_model = C.build_model(kept["mod"], trial["seed"], run.device)
     model = run.model_cls(*kept["mod"].get_init_inputs()).to(run.device)
-    model.load_state_dict(reference_model.state_dict(), strict=False)
+    C.load_reference_state(model, reference_model.state_dict())
     outs, problem = C.flatten_outputs(model(*inputs))
     torch.cuda.synchronize()
     tols = [Tolerance(**t) for t in plan["tolerances"]]

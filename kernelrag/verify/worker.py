@@ -151,12 +151,12 @@ class CandidateRun:
             state = reference_model.state_dict()
             self.result["phase"] = f"init {tid}"
             model = model_cls(*mod.get_init_inputs()).to(self.device)
-            missing, unexpected = model.load_state_dict(state, strict=False)
-            if missing or unexpected:
-                self.check("state_dict", False, f"ModelNew's parameters differ from Model's: missing "
-                                                f"{list(missing)}, unexpected {list(unexpected)}; keep the "
-                                                "reference's parameter names and shapes")
+            problems, note = C.load_reference_state(model, state)
+            if problems:
+                self.check("state_dict", False, problems[0])
                 return
+            if note and not any(c["name"] == "state_dict" for c in self.result.get("checks", [])):
+                self.check("state_dict", True, note)
             del reference_model
             self.result["phase"] = f"forward {tid}"
             C.poison_cuda_cache(2 * C.nbytes_of(inputs))

@@ -1,0 +1,216 @@
+"""The offline drafter (layer L3): a candidate kernel from the skill library, no LLM.
+
+Runs on the GPU machine: imports only the standard library, torch (through
+codegen and patterns), triton never (kernels are text here) and kernelrag's
+L0/L1 modules that need nothing more (patterns, skills, graph).
+
+Plan for a task, best first:
+  1. skills whose pattern is exactly the task's (approved > verified > draft),
+  2. a generated fused kernel when the task is an elementwise chain (codegen),
+  3. skills of the same category with pattern similarity >= SIMILAR_MIN.
+A skill is used only when its ``ModelNew`` constructor accepts the task's
+``get_init_inputs()``. Constants the skill declares in a ``[constants]`` table
+of skill.toml (module-level names in kernel.py) take the task's module-level
+values of the same name. When nothing fits the drafter says which pattern it saw
+and the closest skills; it never guesses.
+"""
+from __future__ import annotations
+
+import ast
+import inspect
+import re
+import tomllib
+from dataclasses import dataclass
+from typing import Any
+
+from kernelrag.types import DraftResult
+
+SIMILAR_MIN = 0.5
+_STATE_ORDER = {"approved": 0, "verified": 1, "draft": 2, "needs_review": 3}
+
+
+@dataclass
+class Plan:
+    kind: str                 # "skill" | "codegen"
+    key: str                  # skill name, or "codegen"
+    why: str
+    skill: Any = None         # kernelrag.skills.Skill
+    score: float = 1.0
+
+
+def constructor_mismatch(kernel_source: str, init_inputs: list[Any]) -> str | None:
+    """Why ``ModelNew(*init_inputs)`` would fail for this kernel source, or None when it binds."""
+    try:
+        tree = ast.parse(kernel_source)
+    except SyntaxError as exc:
+        return f"kernel.py does not parse ({exc.msg}, line {exc.lineno})"
+    cls = next((n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "ModelNew"), None)
+    if cls is None:
+        return "kernel.py defines no class ModelNew"
+    init = next((n for n in cls.body if isinstance(n, ast.FunctionDef) and n.name == "__init__"), None)
+    if init is None:
+        return None if not init_inputs else f"ModelNew takes no arguments but the task passes {len(init_inputs)}"
+    args = init.args
+    stub_args = ast.arguments(
+        posonlyargs=[ast.arg(a.arg) for a in args.posonlyargs], args=[ast.arg(a.arg) for a in args.args],
+        vararg=ast.arg(args.vararg.arg) if args.vararg else None,
+        kwonlyargs=[ast.arg(a.arg) for a in args.kwonlyargs],
+        kw_defaults=[None if d is None else ast.Constant(None) for d in args.kw_defaults],
+        kwarg=ast.arg(args.kwarg.arg) if args.kwarg else None,
+        defaults=[ast.Constant(None) for _ in args.defaults])
+    stub = ast.Module(body=[ast.FunctionDef(name="init", args=stub_args, body=[ast.Pass()],
+                                            decorator_list=[], returns=None, type_params=[])],
+                      type_ignores=[])
+    namespace: dict[str, Any] = {}
+    exec(compile(ast.fix_missing_locations(stub), "<constructor>", "exec"), namespace)
+    try:
+        inspect.signature(namespace["init"]).bind(None, *init_inputs)
+    except TypeError as exc:
+        params = ", ".join(a.arg for a in args.args[1:]) or "no arguments"
+        return f"ModelNew({params}) cannot take the task's init inputs {init_inputs!r}: {exc}"
+    return None
+
+
+def specialise(kernel_source: str, constants: dict[str, Any], task_module: Any) -> tuple[str, list[str]]:
+    """Set each declared module-level constant to the task's value of the same name."""
+    changed = []
+    for name in constants:
+        value = getattr(task_module, name, None)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            continue
+        pattern = re.compile(rf"^{re.escape(name)}\s*(:\s*[A-Za-z_.]+\s*)?=\s*[^\n#]+", re.MULTILINE)
+        new_source, n = pattern.subn(f"{name} = {value!r}", kernel_source, count=1)
+        if n:
+            kernel_source = new_source
+            changed.append(f"{name}={value!r}")
+    return kernel_source, changed
+
+
+def declared_constants(skill: Any) -> dict[str, Any]:
+    try:
+        data = tomllib.loads(skill.toml_path.read_text())
+    except (OSError, tomllib.TOMLDecodeError):
+        return {}
+    table = data.get("constants")
+    return dict(table) if isinstance(table, dict) else {}
+
+
+def float_dtypes(pattern: Any) -> set[str]:
+    """The floating-point dtypes a task computes in (``float32``...), from its pattern's regime."""
+    dtypes = {str(d).replace("torch.", "") for d in (getattr(pattern, "regime", None) or {}).get("dtypes") or []}
+    return {d for d in dtypes if d.startswith(("float", "bfloat", "half", "double"))}
+
+
+def task_init_inputs(task_module: Any) -> list[Any]:
+    import torch
+
+    with torch.device("meta"):       # tensors in init inputs cost nothing here
+        inputs = task_module.get_init_inputs()
+    return list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+
+
+class OfflineDrafter:
+    """Drafts from the skill library (and codegen); one candidate per call, best untried first."""
+
+    def __init__(self, library: Any):
+        self.library = library
+
+    def plan(self, task_source: str, pattern: Any, backend: str = "triton",
+             device: str | None = None) -> tuple[list[Plan], list[str]]:
+        """(plans best first, notes on skills passed over and why). ``device="cpu"`` passes
+        over skills that cannot be checked on a CPU (CUDA C++, bf16 tensor-core kernels)."""
+        from kernelrag.codegen import load_task
+
+        notes: list[str] = []
+        if not getattr(pattern, "known", False):
+            return [], [f"the task's op pattern is unknown ({getattr(pattern, 'reason', '')})"]
+        module = load_task(task_source)
+        init_inputs = task_init_inputs(module)
+        usable = [s for s in self.library.list(include_retired=False) if s.backend == backend]
+        plans: list[Plan] = []
+
+        task_dtypes = float_dtypes(pattern)     # index tensors (int64 targets) do not pick a kernel
+
+        def add(skill, why: str, score: float) -> None:
+            if task_dtypes and not task_dtypes <= set(skill.dtypes):
+                notes.append(f"skill {skill.name} passed over: it is for {', '.join(skill.dtypes)}, "
+                             f"the task uses {', '.join(sorted(task_dtypes))}")
+                return
+            if device == "cpu" and not skill.cpu_checkable:
+                notes.append(f"skill {skill.name} passed over: it cannot be checked on a CPU")
+                return
+            problem = constructor_mismatch(skill.kernel_source(), init_inputs)
+            if problem:
+                notes.append(f"skill {skill.name} passed over: {problem}")
+                return
+            plans.append(Plan("skill", skill.name, why, skill, score))
+
+        exact = sorted((s for s in usable if s.pattern == pattern.signature),
+                       key=lambda s: (_STATE_ORDER.get(s.review_state, 9), -(s.provenance.get("speedup_vs_eager") or 0)))
+        for s in exact:
+            add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state})", 1.0)
+        if backend == "triton":   # codegen says for itself whether the task is a chain (a meta trace)
+            plans.append(Plan("codegen", "codegen", f"{pattern.signature} may be an elementwise chain: "
+                                                    "generate one fused Triton kernel", 0.99))
+        exact_names = {s.name for s in exact}
+        for m in self.library.find(pattern, category=pattern.category, k=8):
+            if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN:
+                continue
+            add(m.skill, f"skill {m.skill.name} ({m.skill.pattern}) is similar to {pattern.signature} "
+                         f"(similarity {m.score:.2f})", m.score)
+        return plans, notes
+
+    def closest(self, pattern: Any, k: int = 3) -> list[str]:
+        if not getattr(pattern, "known", False):
+            return []
+        return [f"{m.skill.name} ({m.skill.pattern}, similarity {m.score:.2f})"
+                for m in self.library.find(pattern, k=k)]
+
+    def instantiate(self, skill: Any, task_source: str) -> DraftResult:
+        """The skill's kernel made ready for this task (constants specialised)."""
+        from kernelrag.codegen import load_task
+
+        source = skill.kernel_source()
+        constants = declared_constants(skill)
+        changed: list[str] = []
+        if constants:
+            source, changed = specialise(source, constants, load_task(task_source))
+        note = f" with {', '.join(changed)}" if changed else ""
+        return DraftResult(ok=True, source=source, method="skill", skill=skill.name,
+                           transformations=list(skill.transformations), pattern=skill.pattern,
+                           reason=f"instantiated skill {skill.name}{note}")
+
+    def draft(self, task_source: str, pattern: Any, backend: str = "triton",
+              exclude: set[str] | frozenset[str] = frozenset(), device: str | None = None) -> DraftResult:
+        """The best candidate whose key (skill name or "codegen") is not in ``exclude``."""
+        from kernelrag.codegen import generate_elementwise
+
+        sig = getattr(pattern, "signature", "unknown")
+        try:
+            plans, notes = self.plan(task_source, pattern, backend, device)
+        except Exception as exc:    # the task's own code failed while loading
+            return DraftResult(ok=False, method="offline", pattern=sig,
+                               reason=f"could not load the task ({type(exc).__name__}: {exc})")
+        failed: list[str] = []
+        for p in plans:
+            if p.key in exclude:
+                continue
+            if p.kind == "codegen":
+                result = generate_elementwise(task_source, sig)
+                if not result.ok:
+                    failed.append(result.reason)
+                    continue
+            else:
+                result = self.instantiate(p.skill, task_source)
+            result.pattern = sig
+            result.reason = f"{p.why}; {result.reason}"
+            return result
+        tried = f" (already tried: {', '.join(sorted(exclude))})" if exclude else ""
+        closest = self.closest(pattern)
+        why = "; ".join(notes + failed)
+        category = getattr(pattern, "category", "unknown")
+        return DraftResult(
+            ok=False, method="offline", pattern=sig, closest=closest,
+            reason=(f"no untried skill or generator fits pattern {sig} (category {category}){tried}"
+                    + (f"; {why}" if why else "")
+                    + (f"; closest skills: {', '.join(closest)}" if closest else "; the skill library is empty")))

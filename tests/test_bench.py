@@ -1,0 +1,64 @@
+"""The benchmark runner and its report (CPU: correctness only, no timing asserted)."""
+import json
+import math
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernelrag.bench_report import markdown, meets_target, summarize
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def _task(name, correct, se=None, sc=None, frac_roofline=None, bound="memory", frac_bw=None):
+    return {"task": name, "correct": correct, "status": "correct" if correct else "incorrect",
+            "speedup_vs_eager": se, "speedup_vs_compile": sc, "frac_roofline": frac_roofline,
+            "frac_bandwidth": frac_bw, "bound": bound, "pattern": name, "recommendation": ""}
+
+
+def test_summary_figures_follow_their_definitions():
+    results = {"tasks": {
+        "a": _task("a", True, se=2.0, sc=1.5, frac_roofline=0.5, frac_bw=0.5),
+        "b": _task("b", True, se=0.5, sc=0.8, frac_roofline=0.95, frac_bw=0.95),
+        "c": _task("c", True, se=1.2, sc=0.6, frac_roofline=0.3, frac_bw=0.3),
+        "d": _task("d", False),
+    }}
+    s = summarize(results)
+    assert s["n_tasks"] == 4 and s["n_correct"] == 3 and s["correct_rate"] == 0.75
+    assert s["fast_p_vs_eager"]["1.0"] == pytest.approx(2 / 4)      # a and c beat eager
+    assert s["fast_p_vs_compile"]["1.0"] == pytest.approx(1 / 4)    # only a beats compile
+    assert s["fast_p_vs_eager"]["1.5"] == pytest.approx(1 / 4)
+    assert s["geomean_speedup_vs_eager"] == pytest.approx(math.prod([2.0, 0.5, 1.2]) ** (1 / 3))
+    assert s["memory_bound_median_frac_bandwidth"] == pytest.approx(0.5)
+    # a beats compile; b is at the roofline; c is neither; d is wrong
+    assert [meets_target(results["tasks"][k]) for k in "abcd"] == [True, True, False, False]
+    assert s["targets"]["correct_100pct"] is False
+    assert s["impossible"] == []
+    results["tasks"]["e"] = _task("e", True, se=50.0, sc=40.0, frac_roofline=1.8, frac_bw=1.8)
+    assert summarize(results)["impossible"] == ["e"]
+    assert "| a |" in markdown(results)
+
+
+@pytest.mark.slow
+def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(ROOT / "bench/tasks/relu.py", tasks / "relu.py")
+    (tasks / "weird.py").write_text(
+        "import torch\nimport torch.nn as nn\nN = 64\n\n"
+        "class Model(nn.Module):\n    def forward(self, x):\n        return torch.linalg.qr(x)[0]\n\n"
+        "def get_inputs():\n    return [torch.randn(N, N)]\n\ndef get_init_inputs():\n    return []\n")
+    out = tmp_path / "results.json"
+    from kernelrag.bench import main
+
+    assert main([str(tasks), "--device", "cpu", "--results", str(out)]) == 0
+    results = json.loads(out.read_text())
+    relu, weird = results["tasks"]["relu"], results["tasks"]["weird"]
+    assert relu["correct"] is True and relu["verdict"]["timed"] is False
+    assert relu["recommendation"].startswith("verified for correctness only")
+    assert weird["correct"] is False and weird["reason"]          # listed with the reason, not dropped
+    assert any(u.startswith("weird:") for u in results["summary"]["unhandled"])
+    # a second run resumes: nothing left to do, the entries are kept as they were
+    assert main([str(tasks), "--device", "cpu", "--results", str(out)]) == 0
+    assert json.loads(out.read_text())["tasks"]["relu"]["wall_s"] == relu["wall_s"]
