@@ -34,6 +34,9 @@ def wilson_lower(successes: int, attempts: int, z: float = 1.96) -> float:
     return max(0.0, (centre - margin) / denom)
 
 
+AT_ROOFLINE = 0.9   # fraction of the roofline floor that counts as "at the hardware limit"
+
+
 def better_baseline_speedup(record: dict[str, Any]) -> float | None:
     """Speedup against the faster of eager and torch.compile (the smaller speedup)."""
     values = [v for v in (record.get("speedup_vs_eager"), record.get("speedup_vs_compile")) if v]
@@ -253,7 +256,9 @@ class Failure:
         return dataclasses.asdict(self)
 
     def line(self) -> str:
-        speed = f" ({self.speedup_vs_eager:.2f}x eager)" if self.speedup_vs_eager else ""
+        speed = f" ({self.speedup_vs_eager:.2f}x eager" if self.speedup_vs_eager else ""
+        if speed:
+            speed += f", {self.speedup_vs_compile:.2f}x compile)" if self.speedup_vs_compile else ")"
         detail = f": {self.detail}" if self.detail else ""
         return (f"{'+'.join(self.transformations)} -> {self.outcome}{speed} on {self.gpu} "
                 f"{self.dtype} {self.size_class} [{self.log_id}]{detail}")
@@ -271,15 +276,17 @@ def failure(record: dict[str, Any]) -> Failure:
 def outcome_from_verdict(verdict: Any) -> str | None:
     """Graph outcome of a verifier verdict (object or dict); None when nothing was learned.
 
-    ok and timed: "success" when at least as fast as the better baseline, else
-    "slower"; ok but untimed (CPU): "success". "not_checkable" / "weak_task" -> None.
+    ok and timed: "success" when at least as fast as the better baseline, or at >= 90%
+    of the roofline floor (a kernel at the hardware limit cannot be beaten, only tied),
+    else "slower"; ok but untimed (CPU): "success". "not_checkable" / "weak_task" -> None.
     """
     get = verdict.get if isinstance(verdict, dict) else (lambda k, d=None: getattr(verdict, k, d))
     status = get("status")
     if get("ok"):
         s = better_baseline_speedup({"speedup_vs_eager": get("speedup_vs_eager"),
                                      "speedup_vs_compile": get("speedup_vs_compile")})
-        return "slower" if (get("timed") and s is not None and s < 1.0) else "success"
+        at_limit = (get("frac_roofline") or 0.0) >= AT_ROOFLINE
+        return "slower" if (get("timed") and s is not None and s < 1.0 and not at_limit) else "success"
     if status in ("compile_error", "incorrect", "rejected", "timeout", "crashed"):
         return status
     if status == "correct":          # correct but a blocking finding kept it from ok

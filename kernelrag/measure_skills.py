@@ -96,6 +96,7 @@ def record(skill: Skill, v: Any, *, transformations: list[str], outcome: str, va
             "versions": {"torch": _get(v, "torch_version"), "triton": _get(v, "triton_version"),
                          "driver": _get(v, "driver")},
             "date": date, "detail": (_get(v, "reason") or "")[:300], "kernel_ms": _r(_ms(v, "kernel_ms"), 6),
+            "frac_roofline": _r(_get(v, "frac_roofline")),
             "variant": variant}
 
 

@@ -86,9 +86,22 @@ def run(args: argparse.Namespace) -> int:
             return 0
         print(f"pattern {pattern.signature} ({pattern.category})")
         if not rows:
-            print("  no recorded evidence for this pattern or related ones yet")
+            print("  no transformation has succeeded on this pattern or related ones yet")
         for s in rows:
             print("  " + s.line())
+            if s.log_ids:
+                print("      evidence: " + ", ".join(s.log_ids[:4]) + (" ..." if len(s.log_ids) > 4 else ""))
+        lost = [(None, f) for f in graph.failures(pattern, gpu=args.gpu)]
+        if not lost:      # nothing on this exact pattern: what lost on its nearest relatives
+            from kernelrag.patterns import category_of
+
+            lost = [(other, f) for other in graph.patterns()
+                    if other != pattern.signature and category_of(other) == pattern.category
+                    for f in graph.failures(other, gpu=args.gpu)]
+        if lost:
+            print("tried and lost (negative evidence):")
+            for other, f in lost[:6]:
+                print("  " + f.line() + (f"  [on similar pattern {other}]" if other else ""))
         skills = graph.skills_for(pattern)
         if skills:
             print("skills implementing it: " + ", ".join(skills))
