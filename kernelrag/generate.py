@@ -334,8 +334,15 @@ def _write_skill(parts: Parts, ctx: Any, result: GenerateResult, final: Round, l
         except Exception:
             used = None
     if used is not None and used.source == "seed" and used.pattern == pattern.signature:
-        wb.notes.append(f"seed skill {used.name} verified on this task; no new skill written")
-        return
+        stale = lib.is_stale(used)
+        if used.review_state in MEMORY_STATES and not stale:
+            wb.notes.append(f"seed skill {used.name} verified on this task; no new skill written")
+            return
+        # The seed's own measurement does not hold here (never measured, or measured under
+        # another torch/triton/GPU): keep this verification as a learned skill, so the next
+        # request for this pattern and regime is answered from memory.
+        wb.notes.append(f"seed skill {used.name} re-verified here ({stale or used.review_state}); "
+                        "stored as a learned skill with this verdict")
     flags = review_flags(final.verdict)
     state = "needs_review" if flags else "verified"
     name = used.name if (used is not None and used.source == "learned" and used.pattern == pattern.signature) \
