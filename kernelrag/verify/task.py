@@ -52,7 +52,8 @@ class Variant:
 CPU_PRIMARY = (ShrinkLevel(64, 16), ShrinkLevel(32, 16), ShrinkLevel(16, 8), ShrinkLevel(16, 4))
 CPU_SECOND = (ShrinkLevel(64, 24), ShrinkLevel(32, 24), ShrinkLevel(16, 12), ShrinkLevel(16, 6))
 GPU_PRIMARY = (None, ShrinkLevel(16384, 8192), ShrinkLevel(4096, 2048), ShrinkLevel(1024, 512),
-               ShrinkLevel(256, 128))    # None = original sizes
+               ShrinkLevel(256, 128), ShrinkLevel(64, 32))    # None = original sizes; the last rung
+                                                              # is for 4-D tasks whose every dim is <= 256
 GPU_SECOND = (ShrinkLevel(64, 40),)
 
 
