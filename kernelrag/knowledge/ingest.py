@@ -204,8 +204,9 @@ def ingest_paths(store, paths: list[Path], prune: bool = False, progress: bool =
         for name in missing if not prune else []:
             report.fail(name, "no such file or directory; check the path")
         changed = False
-        file_bar = tqdm(files, desc="files", unit="file", file=sys.stderr, disable=not progress, leave=False)
-        chunk_bar = tqdm(desc="chunks", unit="chunk", file=sys.stderr, disable=not progress, leave=False,
+        off = None if progress else True    # None: tqdm stays quiet when stderr is not a terminal (CI logs)
+        file_bar = tqdm(files, desc="files", unit="file", file=sys.stderr, disable=off, leave=False)
+        chunk_bar = tqdm(desc="chunks", unit="chunk", file=sys.stderr, disable=off, leave=False,
                          position=1)
         try:
             for n, (path, explicit) in enumerate(file_bar, 1):
