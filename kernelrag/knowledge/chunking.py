@@ -104,11 +104,20 @@ class _Packer:
         self.size += size
 
 
+# A list of references is provenance, not content: it joins the chunk before it rather
+# than becoming a chunk (and a citation) of its own.
+REFERENCE_HEADINGS = {"sources", "references", "bibliography", "further reading"}
+
+
 def chunk_document(doc: Extracted, chunk_chars: int) -> list[Chunk]:
     """The chunks of one extracted document, in order."""
     packer = _Packer(doc, chunk_chars)
     stack: dict[int, str] = {}
     for block in blocks_for(doc, chunk_chars):
+        if (block.kind == "heading" and doc.syntax in {"markdown", "rst"} and packer.blocks
+                and block.name.strip().lower() in REFERENCE_HEADINGS):
+            packer.add(Block("para", block.start, block.end), _size(doc.lines, block))
+            continue
         if block.kind == "heading":
             if any(b.kind != "heading" for b in packer.blocks):
                 packer.close()
