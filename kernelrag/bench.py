@@ -97,18 +97,11 @@ def _median(verdict: Any, key: str) -> float | None:
 
 def recommendation(entry: dict[str, Any]) -> str:
     """What a user should run for this task, judged against the better baseline and the roofline."""
-    if not entry.get("correct"):
-        return "use PyTorch (no verified kernel: " + (entry.get("reason") or entry["status"]) + ")"
-    se, sc = entry.get("speedup_vs_eager"), entry.get("speedup_vs_compile")
-    if se is None:
-        return "verified for correctness only (no time measured on this device)"
-    best = max(x for x in (se, sc) if x is not None)
-    if best >= 1.0:
-        return f"use the kernel ({best:.2f}x over the better baseline)"
-    better = "torch.compile" if (sc or 0) > 0 and sc is not None and sc <= se else "eager PyTorch"
-    at_limit = (entry.get("frac_roofline") or 0) >= 0.9
-    tail = "; the kernel is at >= 90% of the roofline, both are at the hardware limit" if at_limit else ""
-    return f"use {better}: the kernel is {1 / best:.2f}x slower{tail}"
+    from kernelrag.verify.verdict import recommend
+
+    return recommend(bool(entry.get("correct")), bool(entry.get("timed")), entry.get("speedup_vs_eager"),
+                     entry.get("speedup_vs_compile"), entry.get("frac_roofline"),
+                     entry.get("reason") or entry.get("status") or "")
 
 
 def solve_offline(task_src: str, library: Any, *, device: str, rounds: int, timeout_s: float,

@@ -61,6 +61,8 @@ def summarize(results: dict[str, Any]) -> dict[str, Any]:
                                     t.get("frac_compute") or 0) > 1.05)
     s["recommend_baseline"] = sorted(t["task"] for t in tasks if str(t.get("recommendation", "")).startswith("use ")
                                      and not str(t.get("recommendation", "")).startswith("use the kernel"))
+    s["recommend_reference"] = sorted(t["task"] for t in tasks
+                                      if str(t.get("recommendation", "")).startswith("keep the PyTorch"))
     g = s["geomean_speedup_vs_compile"]
     s["targets"] = {
         "correct_100pct": s["correct_rate"] == 1.0,

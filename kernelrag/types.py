@@ -254,6 +254,9 @@ class GenerateResult:
             status = getattr(r.verdict, "status", None) or ("draft error" if r.error else "not verified")
             extra = f" skill={r.skill}" if r.skill else ""
             lines.append(f"  round {r.index} [{r.drafter}{extra}]: {status}")
+        recommend = getattr(self.verdict, "recommendation", None)
+        if callable(recommend):
+            lines.append(f"  recommendation: {recommend()}")
         c = self.cost
         lines.append(f"  cost: {c.llm_calls} LLM calls, {c.prompt_tokens}+{c.completion_tokens} tokens, "
                      f"{c.verify_calls} verifications, {c.seconds:.1f} s")

@@ -49,3 +49,16 @@ def test_summary_is_one_line_with_sizes_and_no_timing_note():
                 device="cpu", trials=5, rel_norm_err=1e-8, max_abs_err=1e-7, shrunk_sizes={"dim": [4095, 25]})
     text = v.summary()
     assert "\n" not in text and "no time measured" in text and "dim 4095->25" in text
+
+
+def test_recommendation_judges_against_the_better_baseline():
+    from kernelrag.verify.verdict import recommend
+
+    # faster than eager but slower than torch.compile: recommend torch.compile, never the kernel
+    line = recommend(True, True, 1.5, 0.8, 0.4)
+    assert line.startswith("use torch.compile") and "1.25x slower" in line
+    assert recommend(True, True, 2.0, 1.3, 0.5).startswith("use the kernel: 1.30x faster than torch.compile")
+    tie = recommend(True, True, 0.99, 1.4, 0.97)
+    assert tie.startswith("use eager PyTorch") and "hardware limit" in tie
+    assert recommend(True, False, None, None, None).startswith("verified for correctness only")
+    assert recommend(False, False, None, None, None, "incorrect").startswith("keep the PyTorch reference")

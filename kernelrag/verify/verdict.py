@@ -132,6 +132,11 @@ class Verdict:
                 f"{k} {v[0]}->{'/'.join(str(x) for x in v[1:])}" for k, v in self.shrunk_sizes.items()))
         return "; ".join(parts)
 
+    def recommendation(self) -> str:
+        """What to run for this task, judged against the better baseline and the roofline."""
+        return recommend(self.ok, self.timed, self.speedup_vs_eager, self.speedup_vs_compile,
+                         self.frac_roofline, self.reason or self.status)
+
     def feedback(self) -> str:
         """What a drafting LLM needs to fix the candidate, most important first."""
         lines = [f"Verification result: {self.status}. {self.reason}".rstrip()]
@@ -170,6 +175,31 @@ class Verdict:
         if self.warnings:
             lines.append("Notes: " + "; ".join(self.warnings[:5]) + ".")
         return "\n".join(lines)
+
+
+AT_ROOFLINE = 0.9   # a kernel at this fraction of the roofline floor is at the hardware limit
+
+
+def recommend(ok: bool, timed: bool, speedup_vs_eager: float | None, speedup_vs_compile: float | None,
+              frac_roofline: float | None, reason: str = "") -> str:
+    """One line: use the kernel, or the baseline that beats it, and why.
+
+    "Faster" is judged against the better of eager PyTorch and torch.compile (the
+    smaller of the two speedups); a slower kernel is never recommended.
+    """
+    if not ok:
+        return f"keep the PyTorch reference: no verified kernel ({reason})"
+    speedups = {"eager PyTorch": speedup_vs_eager, "torch.compile": speedup_vs_compile}
+    measured = {k: v for k, v in speedups.items() if v}
+    if not timed or not measured:
+        return "verified for correctness only (no time measured on this device)"
+    baseline, worst = min(measured.items(), key=lambda kv: kv[1])
+    if worst >= 1.0:
+        return f"use the kernel: {worst:.2f}x faster than {baseline}, the better baseline"
+    at_limit = (frac_roofline or 0.0) >= AT_ROOFLINE
+    tail = (f"; the kernel is at {frac_roofline:.0%} of the roofline, so both run at the hardware limit"
+            if at_limit else "")
+    return f"use {baseline}: the kernel is {1 / worst:.2f}x slower{tail}"
 
 
 def _g(value: float | None) -> str:
