@@ -125,3 +125,14 @@ def test_skill_detail_shows_provenance_or_says_never_measured():
     assert "Stale here" in text and "**verified**" in text
     skill.provenance = {}
     assert "never measured" in render.skill_markdown(skill, stale=None)
+
+
+def test_result_shows_the_recommendation():
+    from kernelrag.types import GenerateResult
+
+    slower = gpu_verdict()
+    slower.speedup_vs_compile = 0.8
+    result = GenerateResult(task_path=None, pattern="relu", backend="triton", ok=True, source="", verdict=slower,
+                            reason="verified in round 1")
+    text = render.result_markdown(result)
+    assert "**Recommendation:** use torch.compile" in text and "1.25x slower" in text

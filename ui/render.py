@@ -120,6 +120,9 @@ def result_markdown(result: Any) -> str:
     head = "**OK**" if result.ok else "**FAILED**"
     where = " (from memory)" if result.from_memory else ""
     lines = [f"{head}{where}: `{result.pattern}`: {md_escape(result.reason)}"]
+    recommend = getattr(result.verdict, "recommendation", None)
+    if callable(recommend):
+        lines.append(f"**Recommendation:** {md_escape(recommend())}")
     c = result.cost
     lines.append(f"{len(result.rounds)} round(s), {c.llm_calls} LLM call(s), {c.verify_calls} verification(s), "
                  f"{c.seconds:.1f} s")
