@@ -70,15 +70,6 @@ def gpu_figures(settings: Any, device: str) -> GpuFigures:
                       source=f"{path} ({data.get('measured_at', 'date unknown')})")
 
 
-def review_flags(verdict: Any) -> list[str]:
-    """Why this verdict must not enter memory without a person's review."""
-    from kernelrag.verify.roofline import review_flags as flags
-
-    out = flags(verdict.speedup_vs_eager, verdict.speedup_vs_compile, verdict.frac_roofline)
-    out += [w for w in verdict.warnings if "review" in w.lower() and w not in out]
-    return out
-
-
 def _size_class(pattern: Any) -> str | None:
     return (getattr(pattern, "regime", None) or {}).get("size_class")
 
@@ -343,7 +334,7 @@ def _write_skill(parts: Parts, ctx: Any, result: GenerateResult, final: Round, l
         # request for this pattern and regime is answered from memory.
         wb.notes.append(f"seed skill {used.name} re-verified here ({stale or used.review_state}); "
                         "stored as a learned skill with this verdict")
-    flags = review_flags(final.verdict)
+    flags = final.verdict.review_flags()
     state = "needs_review" if flags else "verified"
     name = used.name if (used is not None and used.source == "learned" and used.pattern == pattern.signature) \
         else _learned_name(pattern.signature, result.backend)

@@ -124,7 +124,8 @@ def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout
                                         outcome=outcome, variant="kernel", regime=regime, date=date))
     if result["timed"] and result["ok"]:
         result["provenance"] = provenance(main, date)
-        result["state"] = "approved" if skill.review_state == "approved" else "verified"
+        result["review"] = review_state(skill.review_state, main)
+        result["state"] = result["review"]["state"]
     elif not result["ok"] and on_gpu and _get(main, "status") != "not_checkable":
         result["state"] = "needs_review"
     for alt in (skill.alternatives() if alternatives else []):
@@ -150,6 +151,18 @@ def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout
             result["records"].append(record(skill, v, transformations=tids, outcome=alt_outcome,
                                             variant=variant, regime=regime, date=date))
     return result
+
+
+def review_state(current: str, v: Any) -> dict[str, Any]:
+    """The state a timed, correct measurement earns: "verified", or "needs_review" with the
+    reasons when VERIFY.md 18 flags it (speedup over 10x, time within 10% of the roofline
+    floor). An approval a person already gave stands."""
+    from kernelrag.verify.roofline import review_flags
+
+    flags = review_flags(_get(v, "speedup_vs_eager"), _get(v, "speedup_vs_compile"), _get(v, "frac_roofline"))
+    if current == "approved":
+        return {"state": "approved", "flags": flags}
+    return {"state": "needs_review" if flags else "verified", "flags": flags}
 
 
 def _summary(v: Any) -> str:
@@ -182,7 +195,8 @@ def append_evidence(path: Path, records: list[dict[str, Any]]) -> None:
 def apply(library: SkillLibrary, result: dict[str, Any], evidence_path: Path) -> None:
     """Write one measured result into skill.toml and the evidence file."""
     if result.get("state"):
-        library.record_measurement(result["skill"], result.get("provenance"), result["state"])
+        library.record_measurement(result["skill"], result.get("provenance"), result["state"],
+                                   (result.get("review") or {}).get("flags"))
     append_evidence(evidence_path, result.get("records", []))
 
 

@@ -343,7 +343,8 @@ class SkillLibrary:
         self.refresh()
         return self.get(name)
 
-    def record_measurement(self, name: str, provenance: dict[str, Any] | None, state: str) -> Skill:
+    def record_measurement(self, name: str, provenance: dict[str, Any] | None, state: str,
+                           reasons: list[str] | None = None) -> Skill:
         """Write measured numbers into skill.toml [provenance] and set review.state.
 
         Used by the measurement script (seed skills) and after verifying a learned
@@ -354,7 +355,7 @@ class SkillLibrary:
         text = skill.toml_path.read_text()
         if provenance is not None:
             text = update_table(text, "provenance", provenance, replace=True)
-        text = update_table(text, "review", {"state": state})
+        text = update_table(text, "review", {"state": state, "reasons": list(reasons or [])})
         from kernelrag.graph_store import atomic_write_text
 
         atomic_write_text(skill.toml_path, text)

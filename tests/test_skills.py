@@ -244,3 +244,15 @@ def test_cli_graph(seed, tmp_path, capsys):
     untraceable = Path(__file__).parent / "fixtures" / "tasks" / "untraceable.py"
     assert cli(["graph", "suggest", str(untraceable)]) == 1
     assert cli(["graph", "why", "softmax[dim=-1]", "nope"]) == 2
+
+
+def test_measurement_near_the_roofline_goes_to_review():
+    from kernelrag.measure_skills import review_state
+
+    at_limit = {"speedup_vs_eager": 1.0, "speedup_vs_compile": 1.3, "frac_roofline": 0.97}
+    ordinary = {"speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2, "frac_roofline": 0.6}
+    flagged = review_state("draft", at_limit)
+    assert flagged["state"] == "needs_review" and "roofline" in flagged["flags"][0]
+    assert review_state("draft", ordinary) == {"state": "verified", "flags": []}
+    assert review_state("approved", at_limit)["state"] == "approved"     # a person's approval stands
+    assert review_state("draft", {**ordinary, "speedup_vs_eager": 12.0})["state"] == "needs_review"

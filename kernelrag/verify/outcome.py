@@ -13,8 +13,6 @@ from typing import Any
 
 from kernelrag.verify.verdict import Check, Finding, Timing, Verdict
 
-REVIEW_SPEEDUP = 10.0         # VERIFY.md 18: claims this large need a person's review
-REVIEW_FRAC_ROOFLINE = 0.9
 
 
 def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
@@ -175,9 +173,7 @@ def _timing(v: Verdict, result: dict) -> None:
                          ("roofline_floor_ms", "floor_ms"), ("frac_roofline", "frac_roofline")):
         setattr(v, ours, roof.get(theirs))
     v.warnings += list(roof.get("warnings", []))
-    if (v.speedup_vs_eager or 0) > REVIEW_SPEEDUP or (v.frac_roofline or 0) > REVIEW_FRAC_ROOFLINE:
-        v.warnings.append(f"needs review before it is stored: speedup x{v.speedup_vs_eager or 0:.3g} vs eager, "
-                          f"{100 * (v.frac_roofline or 0):.0f}% of the roofline floor")
+    v.warnings += [f for f in v.review_flags() if f not in v.warnings]
     ceilings = result.get("ceilings") or {}
     v.gpu = ceilings.get("gpu") or v.gpu
     v.driver = ceilings.get("driver") or v.driver

@@ -132,6 +132,13 @@ class Verdict:
                 f"{k} {v[0]}->{'/'.join(str(x) for x in v[1:])}" for k, v in self.shrunk_sizes.items()))
         return "; ".join(parts)
 
+    def review_flags(self) -> list[str]:
+        """Why this result must not enter memory without a person's review (VERIFY.md 18):
+        a speedup over 10x, or a time within 10% of the roofline floor."""
+        from kernelrag.verify.roofline import review_flags
+
+        return review_flags(self.speedup_vs_eager, self.speedup_vs_compile, self.frac_roofline)
+
     def recommendation(self) -> str:
         """What to run for this task, judged against the better baseline and the roofline."""
         return recommend(self.ok, self.timed, self.speedup_vs_eager, self.speedup_vs_compile,
