@@ -117,8 +117,28 @@ class Comparison:
 _CHUNK = 1 << 24   # elements compared at once, to bound temporary memory on huge outputs
 
 
-def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
-    """Compare ``out`` with ``ref`` element by element and as a whole (see module doc)."""
+CALIBRATION = 4.0   # an element may differ from the reference by this many times PyTorch's own error there
+
+
+def slack_of(native: torch.Tensor, ref: torch.Tensor) -> torch.Tensor | None:
+    """|PyTorch's own output - the high-precision reference|, element by element (fp32), or None."""
+    import torch
+
+    if not (native.is_floating_point() and ref.is_floating_point()) or native.shape != ref.shape:
+        return None
+    diff = (native.double() - ref.double()).abs()
+    return torch.where(torch.isfinite(diff), diff, torch.zeros_like(diff)).float()
+
+
+def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.Tensor | None = None) -> Comparison:
+    """Compare ``out`` with ``ref`` element by element and as a whole (see module doc).
+
+    ``slack`` (from ``slack_of``) calibrates the element test: where the task is so
+    ill-conditioned that PyTorch itself, in the task's precision, lands far from the
+    high-precision reference (attention over large-magnitude scores, say), a kernel may
+    land ``CALIBRATION`` times as far. Elsewhere PyTorch's error is ~0 and the table rules.
+    The relative-norm test is never widened, so zeros, constants and downcasts still fail.
+    """
     import torch
 
     numel = ref.numel()
@@ -147,7 +167,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance) -> Comparison:
         both = torch.isfinite(o) & torch.isfinite(r)
         diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
         absr = torch.where(both, r.abs(), torch.zeros_like(r))
-        bad = (diff > tol.atol * scale + tol.rtol * absr) | nonfin
+        allowed = tol.atol * scale + tol.rtol * absr
+        if slack is not None and slack.shape == ref.shape:
+            allowed = allowed + CALIBRATION * slack.detach().reshape(-1)[s:s + _CHUNK].double()
+        bad = (diff > allowed) | nonfin
         res.nonfinite_mismatch += int(nonfin.sum())
         res.mismatch_count += int(bad.sum())
         sq_diff += float((diff ** 2).sum())
@@ -173,12 +196,13 @@ def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
     return list(reversed(idx))
 
 
-def compare_outputs(outs: list[torch.Tensor], refs: list[torch.Tensor],
-                    tols: list[Tolerance]) -> list[Comparison]:
+def compare_outputs(outs: list[torch.Tensor], refs: list[torch.Tensor], tols: list[Tolerance],
+                    slacks: list[torch.Tensor | None] | None = None) -> list[Comparison]:
     """Compare each output of a (possibly tuple-valued) forward with its reference."""
     if len(outs) != len(refs):
         return [Comparison(False, 0, problem=f"{len(outs)} outputs, expected {len(refs)}")]
-    return [compare(o, r, t) for o, r, t in zip(outs, refs, tols)]
+    slacks = slacks or [None] * len(refs)
+    return [compare(o, r, t, sl) for o, r, t, sl in zip(outs, refs, tols, slacks)]
 
 
 def worst(comparisons: list[Comparison]) -> Comparison:
