@@ -24,6 +24,8 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     v.warnings += [w for w in ready.get("warnings", []) if w not in v.warnings]
     v.warnings += [w for w in result.get("warnings", []) if w not in v.warnings]
     _sizes(v, ready)
+    counts = ready.get("counts") or {}      # the task's FLOPs and minimum bytes at its own sizes
+    v.flops, v.bytes_moved = counts.get("flops"), counts.get("bytes_moved")
     if v.device == "cpu":
         v.warnings.append("checked under Triton's CPU interpreter; no time measured")
     if s.ref_error is not None:
