@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelrag.bench_report import summarize
+from kernelrag.bench_report import finish_entry, summarize
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -88,22 +88,6 @@ def _vget(verdict: Any, key: str) -> Any:
     return verdict.get(key) if isinstance(verdict, dict) else getattr(verdict, key, None)
 
 
-def _median(verdict: Any, key: str) -> float | None:
-    t = _vget(verdict, key)
-    if t is None:
-        return None
-    return t.get("median_ms") if isinstance(t, dict) else getattr(t, "median_ms", None)
-
-
-def recommendation(entry: dict[str, Any]) -> str:
-    """What a user should run for this task, judged against the better baseline and the roofline."""
-    from kernelrag.verify.verdict import recommend
-
-    return recommend(bool(entry.get("correct")), bool(entry.get("timed")), entry.get("speedup_vs_eager"),
-                     entry.get("speedup_vs_compile"), entry.get("frac_roofline"),
-                     entry.get("reason") or entry.get("status") or "")
-
-
 def solve_offline(task_src: str, library: Any, *, device: str, rounds: int, timeout_s: float,
                   verify_fn: Callable[..., Any]) -> dict[str, Any]:
     """Offline drafter + verifier, trying the next-best skill after a rejected draft."""
@@ -133,25 +117,6 @@ def solve_offline(task_src: str, library: Any, *, device: str, rounds: int, time
     if verdict is not None:
         vd = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
         entry.update(status=vd.get("status"), reason=vd.get("reason"), verdict=vd)
-    return entry
-
-
-def finish_entry(entry: dict[str, Any]) -> dict[str, Any]:
-    """Flatten the headline numbers of the final verdict into the task entry."""
-    v = entry.get("verdict") or {}
-    entry["correct"] = bool(v.get("ok"))
-    for key in ("speedup_vs_eager", "speedup_vs_compile", "achieved_gbps", "achieved_tflops",
-                "frac_bandwidth", "frac_compute", "frac_roofline", "roofline_floor_ms", "timed"):
-        entry[key] = v.get(key)
-    for key in ("kernel_ms", "eager_ms", "compile_ms"):
-        t = v.get(key) or {}
-        entry[key] = t.get("median_ms")
-        entry[key.replace("_ms", "_iqr_ms")] = t.get("iqr_ms")
-        entry[key.replace("_ms", "_trials")] = t.get("trials")
-    flops, nbytes = v.get("flops"), v.get("bytes")
-    if flops and nbytes:
-        entry["bound"] = "compute" if flops / nbytes > 100 else "memory"
-    entry["recommendation"] = recommendation(entry)
     return entry
 
 
@@ -193,6 +158,10 @@ def run(args: argparse.Namespace) -> int:
     results["machine"] = machine_info(device)
     results["suite"] = [str(t) for t in tasks]
     library = SkillLibrary(settings)
+    if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
+        from kernelrag.verify.ceilings import get_ceilings
+
+        results["machine"]["ceilings"] = get_ceilings(settings.cache_dir)
     start, slowest_s = time.perf_counter(), 0.0
     todo = [t for t in tasks if t.stem not in results["tasks"]]
     print(f"{len(tasks)} tasks, {len(tasks) - len(todo)} already done, results -> {results_path}", flush=True)
@@ -213,7 +182,6 @@ def run(args: argparse.Namespace) -> int:
         v = entry.get("verdict") or {}
         if v.get("gpu"):
             results["machine"].setdefault("driver", v.get("driver"))
-            results["machine"]["ceilings"] = v.get("ceilings") or results["machine"].get("ceilings")
         record_negative_evidence(entry, results["machine"].get("gpu", device), args.evidence,
                                  f"bench-{today()}-{path.stem}")
         results["tasks"][path.stem] = entry

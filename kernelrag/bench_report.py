@@ -35,6 +35,37 @@ def meets_target(t: dict[str, Any]) -> bool | None:
     return t["speedup_vs_compile"] >= 1.0 or (t.get("frac_roofline") or 0) >= 0.9
 
 
+def recommendation(entry: dict[str, Any]) -> str:
+    """What a user should run for this task, judged against the better baseline and the roofline."""
+    from kernelrag.verify.verdict import recommend
+
+    return recommend(bool(entry.get("correct")), bool(entry.get("timed")), entry.get("speedup_vs_eager"),
+                     entry.get("speedup_vs_compile"), entry.get("frac_roofline"),
+                     entry.get("reason") or entry.get("status") or "")
+
+
+def finish_entry(entry: dict[str, Any]) -> dict[str, Any]:
+    """Flatten the headline numbers of the task's final verdict into its entry.
+
+    Everything set here is derived from the recorded verdict, so a report can re-derive
+    it at any time (``write_report`` does) without touching a measurement."""
+    v = entry.get("verdict") or {}
+    entry["correct"] = bool(v.get("ok"))
+    for key in ("speedup_vs_eager", "speedup_vs_compile", "achieved_gbps", "achieved_tflops",
+                "frac_bandwidth", "frac_compute", "frac_roofline", "roofline_floor_ms", "timed"):
+        entry[key] = v.get(key)
+    for key in ("kernel_ms", "eager_ms", "compile_ms"):
+        t = v.get(key) or {}
+        entry[key] = t.get("median_ms")
+        entry[key.replace("_ms", "_iqr_ms")] = t.get("iqr_ms")
+        entry[key.replace("_ms", "_trials")] = t.get("trials")
+    fb, fc = entry["frac_bandwidth"], entry["frac_compute"]
+    # the bound is the larger of the two floors, i.e. the larger fraction of its ceiling
+    entry["bound"] = None if fb is None or fc is None else ("memory" if fb >= fc else "compute")
+    entry["recommendation"] = recommendation(entry)
+    return entry
+
+
 def summarize(results: dict[str, Any]) -> dict[str, Any]:
     tasks = list(results.get("tasks", {}).values())
     n = len(tasks)
@@ -130,8 +161,9 @@ def roofline_plot(results: dict[str, Any], out: Path) -> Path | None:
     pts = []
     for name, t in results.get("tasks", {}).items():
         v = t.get("verdict") or {}
-        if t.get("correct") and t.get("kernel_ms") and v.get("flops") and v.get("bytes"):
-            pts.append((name, v["flops"] / v["bytes"], t["achieved_tflops"] or v["flops"] / t["kernel_ms"] / 1e9,
+        if t.get("correct") and t.get("kernel_ms") and v.get("flops") and v.get("bytes_moved"):
+            pts.append((name, v["flops"] / v["bytes_moved"],
+                        t["achieved_tflops"] or v["flops"] / t["kernel_ms"] / 1e9,
                         v["flops"] / (t["eager_ms"] * 1e9) if t.get("eager_ms") else None))
     if not pts or not bw_gbps:
         return None
@@ -163,7 +195,10 @@ def write_report(results_path: Path) -> list[Path]:
     import json
 
     results = json.loads(results_path.read_text())
+    for entry in results.get("tasks", {}).values():     # derived fields follow the current rules
+        finish_entry(entry)
     results["summary"] = summarize(results)
+    results_path.write_text(json.dumps(results, indent=1, sort_keys=True) + "\n")
     md = results_path.with_suffix(".md")
     md.write_text(markdown(results))
     written = [md]
