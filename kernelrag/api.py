@@ -82,7 +82,7 @@ class KernelRAG:
     def library(self):
         with self._lock:
             if self._library is None:
-                from kernelrag.skills import SkillLibrary
+                from kernelrag.memory.skills import SkillLibrary
 
                 self._library = SkillLibrary(self.settings)
             return self._library
@@ -91,7 +91,7 @@ class KernelRAG:
     def graph(self):
         with self._lock:
             if self._graph is None:
-                from kernelrag.graph import ReasoningGraph
+                from kernelrag.memory.graph import ReasoningGraph
 
                 self._graph = ReasoningGraph(self.settings)
             return self._graph
@@ -119,7 +119,7 @@ class KernelRAG:
         """The LLM client, or None when no endpoint is configured (offline)."""
         with self._lock:
             if self._llm is None and self.settings.llm_enabled:
-                from kernelrag.llm import LLMClient
+                from kernelrag.draft.llm import LLMClient
 
                 self._llm = LLMClient(self.settings)
             return self._llm
@@ -193,7 +193,7 @@ class KernelRAG:
         return [s.to_ref() for s in self.library.list(include_retired=include_retired)]
 
     def skill(self, name: str):
-        """One skill (kernelrag.skills.Skill): its files, state and provenance."""
+        """One skill (kernelrag.memory.skills.Skill): its files, state and provenance."""
         return self.library.get(name)
 
     # --- ask -----------------------------------------------------------------------
@@ -223,7 +223,7 @@ class KernelRAG:
         result = AskResult(question=question, answer="", mode="retrieved", citations=[p.citation for p in passages],
                            passages=passages, transformations=transformations, skills=skills, notes=notes)
         if self.llm is not None:
-            from kernelrag.prompts import ask_messages
+            from kernelrag.draft.prompts import ask_messages
 
             try:
                 done = self.llm.chat(ask_messages(question, passages, transformations, skills))
@@ -245,7 +245,7 @@ class KernelRAG:
         ``search(question, k)`` returns, which the UI shows beside the answer."""
         passages, transformations, skills, notes = self._ask_context(question, k)
         if self.llm is not None:
-            from kernelrag.prompts import ask_messages
+            from kernelrag.draft.prompts import ask_messages
 
             yield from self.llm.stream(ask_messages(question, passages, transformations, skills))
             return

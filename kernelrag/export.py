@@ -121,7 +121,7 @@ def _round_facts(round_: dict[str, Any]) -> dict[str, Any]:
 
 def trajectories(run: dict[str, Any], rounds: list[dict[str, Any]]) -> tuple[dict, dict]:
     """The SFT pair and the multi-turn transcript of one logged run."""
-    from kernelrag.prompts import sft_messages
+    from kernelrag.draft.prompts import sft_messages
 
     backend = run.get("backend") or "triton"
     prompt = sft_messages(run.get("task_source", ""), backend)

@@ -33,10 +33,10 @@ class Parts:
     """What the loop works with; the facade builds and keeps these."""
 
     settings: Any
-    library: Any                      # kernelrag.skills.SkillLibrary
+    library: Any                      # kernelrag.memory.skills.SkillLibrary
     retriever: Any                    # kernelrag.retrieve.Retriever
-    graph: Any = None                 # kernelrag.graph.ReasoningGraph, None when unavailable
-    llm: Any = None                   # kernelrag.llm.LLMClient, None = offline
+    graph: Any = None                 # kernelrag.memory.graph.ReasoningGraph, None when unavailable
+    llm: Any = None                   # kernelrag.draft.llm.LLMClient, None = offline
     store: Any = None                 # kernelrag.knowledge.KnowledgeStore, None when unavailable
     notes: list[str] = field(default_factory=list)
 
@@ -76,7 +76,7 @@ def _size_class(pattern: Any) -> str | None:
 
 def _dtypes(pattern: Any) -> list[str]:
     """The task's floating-point dtypes, sorted (index inputs such as int64 targets left out)."""
-    from kernelrag.draft import float_dtypes
+    from kernelrag.draft.offline import float_dtypes
 
     return sorted(float_dtypes(pattern))
 
@@ -149,7 +149,7 @@ class Loop:
         skill = memory_skill(self.parts, self.ctx.pattern, self.backend)
         if skill is None:
             return None
-        from kernelrag.draft import OfflineDrafter
+        from kernelrag.draft.offline import OfflineDrafter
 
         start = time.perf_counter()
         d = OfflineDrafter(self.parts.library).instantiate(skill, self.ctx.task_source)
@@ -160,8 +160,8 @@ class Loop:
 
     def _llm_round(self, index: int, examples: list, gpu: GpuFigures) -> Round:
         from kernelrag.errors import LLMError
-        from kernelrag.llm import extract_code
-        from kernelrag.prompts import declared_transformations, kernel_messages
+        from kernelrag.draft.llm import extract_code
+        from kernelrag.draft.prompts import declared_transformations, kernel_messages
 
         prev = self.rounds[-1] if self.rounds else None
         prev_answer = self.extra[-1].get("answer") if prev is not None else None
@@ -218,7 +218,7 @@ class Loop:
         if not from_memory:
             examples = self._examples() if use_llm else []
             gpu = gpu_figures(self.settings, self.device) if use_llm else None
-            from kernelrag.draft import OfflineDrafter
+            from kernelrag.draft.offline import OfflineDrafter
 
             drafter, tried = OfflineDrafter(self.parts.library), set()
             if self.rounds and self.rounds[-1].skill:
@@ -296,7 +296,7 @@ def _task_shapes(source: str) -> dict[str, int]:
 
 def provenance(verdict: Any, log_id: str, size_class: str | None) -> dict[str, Any]:
     """skill.toml [provenance] from a real verifier run (None values are left out)."""
-    from kernelrag.skills import current_environment
+    from kernelrag.memory.skills import current_environment
 
     env = current_environment()
     k = verdict.kernel_ms
@@ -360,7 +360,7 @@ def _write_skill(parts: Parts, ctx: Any, result: GenerateResult, final: Round, l
 
 
 def _graph_records(ctx: Any, result: GenerateResult, log_id: str, wb: WriteBack) -> list[dict]:
-    from kernelrag.graph import outcome_from_verdict
+    from kernelrag.memory.graph import outcome_from_verdict
 
     pattern = ctx.pattern
     records = []

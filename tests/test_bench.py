@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelrag.bench_report import markdown, meets_target, summarize
+from kernelrag.bench.report import markdown, meets_target, summarize
 
 ROOT = Path(__file__).resolve().parent.parent
 
@@ -50,7 +50,7 @@ def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
         "class Model(nn.Module):\n    def forward(self, x):\n        return torch.linalg.qr(x)[0]\n\n"
         "def get_inputs():\n    return [torch.randn(N, N)]\n\ndef get_init_inputs():\n    return []\n")
     out = tmp_path / "results.json"
-    from kernelrag.bench import main
+    from kernelrag.bench.runner import main
 
     assert main([str(tasks), "--device", "cpu", "--results", str(out)]) == 0
     results = json.loads(out.read_text())

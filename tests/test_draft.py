@@ -10,11 +10,11 @@ from pathlib import Path
 
 import pytest
 
-from kernelrag.codegen import generate_elementwise, load_task
+from kernelrag.draft.codegen import generate_elementwise, load_task
 from kernelrag.config import REPO_ROOT, load_settings
-from kernelrag.draft import OfflineDrafter, constructor_mismatch, specialise
+from kernelrag.draft.offline import OfflineDrafter, constructor_mismatch, specialise
 from kernelrag.patterns import op_pattern
-from kernelrag.skills import SkillLibrary
+from kernelrag.memory.skills import SkillLibrary
 
 SEED = REPO_ROOT / "skills"
 HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"

@@ -9,8 +9,8 @@ import pytest
 
 from kernelrag.config import load_settings
 from kernelrag.errors import GraphError
-from kernelrag.graph import ReasoningGraph, load_vocabulary, outcome_from_verdict
-from kernelrag.graph_query import wilson_lower
+from kernelrag.memory.graph import ReasoningGraph, load_vocabulary, outcome_from_verdict
+from kernelrag.memory.graph_query import wilson_lower
 from kernelrag.patterns import OpPattern
 
 H200 = "NVIDIA H200"

@@ -285,7 +285,7 @@ def test_cli_kind_overrides_the_heuristic(tmp_path, capsys):
 
 
 def test_search_function_keeps_one_warm_store(tmp_path):
-    from kernelrag.knowledge.search import search, store_for
+    from kernelrag.knowledge.store import search, store_for
 
     settings = load_settings(home=tmp_path / "home", chroma_url="")
     store_for(settings).ingest([DOCS / "occupancy.txt"], progress=False)

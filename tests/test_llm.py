@@ -8,7 +8,7 @@ import pytest
 
 from kernelrag.config import load_settings
 from kernelrag.errors import LLMError
-from kernelrag.llm import LLMClient, extract_code
+from kernelrag.draft.llm import LLMClient, extract_code
 from llm_server import FIXTURES, CannedLLM
 
 KEY = "sk-test-0123456789abcdef-never-echo"
@@ -125,7 +125,7 @@ def test_extract_code_ignores_blocks_in_other_languages():
 
 # --- prompts --------------------------------------------------------------------------
 def test_declared_transformations_reads_the_docstring_line_in_vocabulary_order():
-    from kernelrag.prompts import declared_transformations
+    from kernelrag.draft.prompts import declared_transformations
 
     src = '"""transformations: tiling, made_up_id, elementwise_fusion\n\nmore"""\nimport torch\n'
     assert declared_transformations(src) == ["tiling", "elementwise_fusion"]
@@ -134,7 +134,7 @@ def test_declared_transformations_reads_the_docstring_line_in_vocabulary_order()
 
 def test_kernel_prompt_carries_every_part_it_is_given():
     from kernelrag.patterns import from_signature
-    from kernelrag.prompts import kernel_messages
+    from kernelrag.draft.prompts import kernel_messages
     from kernelrag.types import Citation, GpuFigures, Passage, RetrievedContext, SkillRef, Transformation
 
     ctx = RetrievedContext(

@@ -8,7 +8,7 @@ import pytest
 from kernelrag.errors import TaskError
 from kernelrag.patterns import (OpPattern, category_of, from_signature, op_attrs, op_pattern, similarity,
                                 slug, split_ops)
-from kernelrag.patterns_canon import norm_dim
+from kernelrag.patterns.canon import norm_dim
 
 TASKS = Path(__file__).parent / "fixtures" / "tasks"
 REPO = Path(__file__).resolve().parent.parent
@@ -141,7 +141,7 @@ def test_similarity():
 
 
 def test_seed_skill_references_trace_to_their_declared_pattern():
-    from kernelrag.skills import SkillLibrary
+    from kernelrag.memory.skills import SkillLibrary
 
     lib = SkillLibrary(seed_dir=REPO / "skills")
     skills = lib.list(source="seed")

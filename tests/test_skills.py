@@ -12,8 +12,8 @@ import pytest
 from kernelrag.cli import main as cli
 from kernelrag.config import load_settings
 from kernelrag.errors import SkillError
-from kernelrag.skills import SkillLibrary, alternative_transformations
-from kernelrag.tomlwrite import dumps, update_table
+from kernelrag.memory.skills import SkillLibrary, alternative_transformations
+from kernelrag.memory.tomlwrite import dumps, update_table
 
 FIXTURES = Path(__file__).parent / "fixtures" / "skills"
 HERE = {"torch": "2.11.0+cu128", "triton": "3.6.0", "gpu": "NVIDIA H200"}
@@ -150,8 +150,8 @@ def _verdict(ok=True, status="correct", kernel_ms=0.02, eager_ms=0.03, compile_m
 
 
 def test_measure_records_provenance_and_evidence(lib, seed):
-    from kernelrag.graph import ReasoningGraph
-    from kernelrag.measure_skills import apply, measure
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.bench.measure_skills import apply, measure
 
     calls = []
 
@@ -186,7 +186,7 @@ def test_measure_records_provenance_and_evidence(lib, seed):
 
 
 def test_measure_cli_results_then_apply(lib, seed, tmp_path, monkeypatch):
-    import kernelrag.measure_skills as ms
+    import kernelrag.bench.measure_skills as ms
 
     monkeypatch.setattr(ms, "_verify_fn", lambda: (lambda task, cand, **kw: _verdict()))
     results = tmp_path / "results.jsonl"
@@ -199,7 +199,7 @@ def test_measure_cli_results_then_apply(lib, seed, tmp_path, monkeypatch):
 @pytest.mark.slow
 def test_measure_on_cpu_with_the_real_verifier(lib):
     verify = pytest.importorskip("kernelrag.verify").verify
-    from kernelrag.measure_skills import measure
+    from kernelrag.bench.measure_skills import measure
 
     result = measure(lib.get("relu_fx"), verify, device="cpu", timeout_s=300, trials=2)
     assert result["ok"], result["summary"]
@@ -224,7 +224,7 @@ def test_cli_skills(seed, capsys):
 
 
 def test_cli_graph(seed, tmp_path, capsys):
-    from kernelrag.graph import ReasoningGraph
+    from kernelrag.memory.graph import ReasoningGraph
 
     g = ReasoningGraph(load_settings())
     for i in range(3):
@@ -247,7 +247,7 @@ def test_cli_graph(seed, tmp_path, capsys):
 
 
 def test_measurement_near_the_roofline_goes_to_review():
-    from kernelrag.measure_skills import review_state
+    from kernelrag.bench.measure_skills import review_state
 
     at_limit = {"speedup_vs_eager": 1.0, "speedup_vs_compile": 1.3, "frac_roofline": 0.97}
     ordinary = {"speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2, "frac_roofline": 0.6}

@@ -113,7 +113,7 @@ def test_skill_rows_filter_on_every_word():
 
 
 def test_skill_detail_shows_provenance_or_says_never_measured():
-    from kernelrag.skills import Skill
+    from kernelrag.memory.skills import Skill
 
     skill = Skill(name="relu", pattern="relu", category="elementwise", backend="triton",
                   transformations=["vectorized_loads"], dtypes=["float32"], shapes={}, tolerance={},

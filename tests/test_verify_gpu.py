@@ -24,7 +24,7 @@ import torch
 
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify import ceilings as ceil
-from kernelrag.verify import launch, roofline as rl, timing
+from kernelrag.verify import guard, launch, roofline as rl, timing, tolerances
 
 ROOT = Path(__file__).resolve().parent.parent
 FIXTURES = ROOT / "tests" / "fixtures" / "verify_gpu"
@@ -146,17 +146,17 @@ def test_time_against_baselines_needs_a_gpu():
 
 def test_recheck_passes_equal_and_rounded_outputs():
     ref = torch.randn(64, 33)
-    assert timing.recheck_outputs(ref.clone(), ref)["passed"]
+    assert tolerances.recheck_outputs(ref.clone(), ref)["passed"]
     rounded = ref.to(torch.bfloat16).float()
-    res = timing.recheck_outputs(rounded, ref)
+    res = tolerances.recheck_outputs(rounded, ref)
     assert res["passed"] and 0 < res["rel_norm_err"] < 1e-2
-    assert timing.recheck_outputs((ref, ref * 2), [ref.clone(), ref * 2])["passed"]
+    assert tolerances.recheck_outputs((ref, ref * 2), [ref.clone(), ref * 2])["passed"]
 
 
 def test_recheck_fails_a_stale_result():
     torch.manual_seed(0)
     ref, stale = torch.randn(128, 64), torch.randn(128, 64)
-    res = timing.recheck_outputs(stale, ref)
+    res = tolerances.recheck_outputs(stale, ref)
     assert not res["passed"] and res["rel_norm_err"] > 1.0 and "relative-norm" in res["detail"]
 
 
@@ -164,46 +164,46 @@ def test_recheck_nonfinite_shape_count_and_tolerances():
     ref = torch.randn(10)
     nan_out = ref.clone()
     nan_out[3] = float("nan")
-    res = timing.recheck_outputs(nan_out, ref)
+    res = tolerances.recheck_outputs(nan_out, ref)
     assert not res["passed"] and res["nonfinite_mismatch"] == 1
     both_inf = torch.tensor([float("inf"), 1.0])
-    assert timing.recheck_outputs(both_inf.clone(), both_inf)["passed"]
-    assert not timing.recheck_outputs(torch.tensor([-float("inf"), 1.0]), both_inf)["passed"]
-    assert "shape" in timing.recheck_outputs(ref[:5], ref)["detail"]
-    assert "outputs" in timing.recheck_outputs((ref, ref), ref)["detail"]
-    assert not timing.recheck_outputs("nope", ref)["passed"]
+    assert tolerances.recheck_outputs(both_inf.clone(), both_inf)["passed"]
+    assert not tolerances.recheck_outputs(torch.tensor([-float("inf"), 1.0]), both_inf)["passed"]
+    assert "shape" in tolerances.recheck_outputs(ref[:5], ref)["detail"]
+    assert "outputs" in tolerances.recheck_outputs((ref, ref), ref)["detail"]
+    assert not tolerances.recheck_outputs("nope", ref)["passed"]
     off = ref.clone()
     off[0] += 1e-3
-    loose = timing.recheck_outputs(off, ref)
+    loose = tolerances.recheck_outputs(off, ref)
     assert loose["passed"]                                    # tiny change: within the rel-norm bound
-    strict = timing.recheck_outputs(off, ref, atol=1e-6, rtol=1e-6)
+    strict = tolerances.recheck_outputs(off, ref, atol=1e-6, rtol=1e-6)
     assert not strict["passed"] and strict["mismatch_count"] == 1
     ints = torch.arange(6)
-    assert timing.recheck_outputs(ints.clone(), ints)["passed"]
-    assert not timing.recheck_outputs(ints.flip(0), ints)["passed"]
+    assert tolerances.recheck_outputs(ints.clone(), ints)["passed"]
+    assert not tolerances.recheck_outputs(ints.flip(0), ints)["passed"]
 
 
 def test_merge_rechecks_reports_worst_and_first_failure():
     ref = torch.randn(32)
-    rounds = [timing.recheck_outputs(ref, ref), timing.recheck_outputs(-ref, ref),
-              timing.recheck_outputs(ref, ref), timing.recheck_outputs(ref * 3, ref)]
-    merged = timing.merge_rechecks(rounds)
+    rounds = [tolerances.recheck_outputs(ref, ref), tolerances.recheck_outputs(-ref, ref),
+              tolerances.recheck_outputs(ref, ref), tolerances.recheck_outputs(ref * 3, ref)]
+    merged = tolerances.merge_rechecks(rounds)
     assert not merged["passed"] and merged["failed_rounds"] == 2 and merged["first_failed_round"] == 1
     assert merged["rel_norm_err"] == pytest.approx(2.0)
-    assert timing.merge_rechecks(rounds[:1])["passed"]
+    assert tolerances.merge_rechecks(rounds[:1])["passed"]
 
 
 # ---- tampered timers and foreign threads -------------------------------------------
 
 CLEAN_PROCESS_CHECK = r'''
 import json, torch
-from kernelrag.verify import timing
-issues = timing.tamper_check()
+from kernelrag.verify import guard, timing
+issues = guard.tamper_check()
 event_cls, record, elapsed, sync = timing.clock_functions()
 same = [event_cls is torch.cuda.Event, elapsed is torch.cuda.Event.elapsed_time, sync is torch.cuda.synchronize]
 torch.cuda.Event.elapsed_time = lambda self, end: 0.0       # a later patch does not reach the clock
 print(json.dumps({"issues": issues, "same": same, "still": timing.clock_functions()[2] is elapsed,
-                  "after": timing.tamper_check()}))
+                  "after": guard.tamper_check()}))
 '''
 
 
@@ -221,7 +221,7 @@ def test_tamper_check_sees_patched_timers(monkeypatch):
     true_elapsed = torch.cuda.Event.elapsed_time
     monkeypatch.setattr(torch.cuda.Event, "elapsed_time", lambda self, end: 0.1 * true_elapsed(self, end))
     monkeypatch.setattr(time, "perf_counter", time.monotonic)           # a swapped built-in
-    issues = timing.tamper_check()
+    issues = guard.tamper_check()
     assert any("torch.cuda.Event.elapsed_time" in i for i in issues)
     assert any(i.startswith("time.perf_counter ") for i in issues)
 
@@ -233,10 +233,10 @@ def test_tamper_check_provenance_when_patched_before_import(monkeypatch):
         return None
 
     monkeypatch.setattr(torch.cuda, "synchronize", fake_sync)
-    monkeypatch.setitem(timing._SNAPSHOT, "torch.cuda.synchronize", fake_sync)
+    monkeypatch.setitem(guard._SNAPSHOT, "torch.cuda.synchronize", fake_sync)
     monkeypatch.setattr(time, "time", time.monotonic)
-    monkeypatch.setitem(timing._SNAPSHOT, "time.time", time.monotonic)
-    issues = timing.tamper_check()
+    monkeypatch.setitem(guard._SNAPSHOT, "time.time", time.monotonic)
+    issues = guard.tamper_check()
     assert any("torch.cuda.synchronize is defined in" in i and "test_verify_gpu" in i for i in issues)
     assert any("time.time is the built-in 'monotonic'" in i for i in issues)
 
@@ -255,7 +255,7 @@ def test_foreign_threads_names_candidate_code_only():
     for t in (mine, library, timer):
         t.start()
     try:
-        found = " ".join(timing.foreign_threads())
+        found = " ".join(guard.foreign_threads())
         assert "candidate-worker" in found and "test_verify_gpu.py" in found
         assert timer.name in found
         assert "stdlib-worker" not in found
@@ -265,7 +265,7 @@ def test_foreign_threads_names_candidate_code_only():
         jobs.put(None)
         for t in (mine, library, timer):
             t.join(5)
-    assert not any("candidate-worker" in f for f in timing.foreign_threads())
+    assert not any("candidate-worker" in f for f in guard.foreign_threads())
 
 
 def test_thread_watch_reports_threads_started_by_a_call():
@@ -658,11 +658,14 @@ class _HostClock:
         monkeypatch.setattr(timing, "_event_sync", lambda event: None)
         monkeypatch.setattr(timing, "_sync", sync)
         monkeypatch.setattr(timing, "_current_stream", lambda: self.stream)
-        monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+        monkeypatch.setattr(timing, "_is_available", lambda: True)
         monkeypatch.setattr(torch.cuda, "mem_get_info", lambda device=None: (80 * 2**30, 80 * 2**30))
         # host jitter on a busy CPU is far above a GPU's: widen the absolute margins
         monkeypatch.setattr(timing, "AFTER_END_ABS_MS", 2.0)
         monkeypatch.setattr(timing, "HOST_GAP_ABS_MS", 5.0)
+        # a verifier process snapshots its watched functions when its Guard is installed
+        # (after torch._dynamo's rewraps); this process may have imported dynamo since
+        guard.take_snapshot()
 
 
 def _gate(x, y):

@@ -10,7 +10,7 @@ EXAMPLE = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernelrag.bench import build_parser
+    from kernelrag.bench.runner import build_parser
 
     parser.epilog = EXAMPLE
     build_parser(parser)
@@ -21,11 +21,11 @@ def run(args: argparse.Namespace) -> int:
     if args.report:
         from pathlib import Path
 
-        from kernelrag.bench_report import write_report
+        from kernelrag.bench.report import write_report
 
         for path in write_report(Path(args.report)):
             print(path)
         return 0
-    from kernelrag.bench import run as run_bench
+    from kernelrag.bench.runner import run as run_bench
 
     return run_bench(args)

@@ -63,7 +63,7 @@ def _print_json(data) -> None:
 def run(args: argparse.Namespace) -> int:
     import sys
 
-    from kernelrag.graph import ReasoningGraph
+    from kernelrag.memory.graph import ReasoningGraph
 
     action = getattr(args, "action", None)
     if not action:

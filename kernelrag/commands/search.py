@@ -28,7 +28,7 @@ def run(args: argparse.Namespace) -> int:
     import textwrap
 
     from kernelrag.config import load_settings
-    from kernelrag.knowledge.search import search
+    from kernelrag.knowledge.store import search
 
     settings = load_settings()
     k = args.k if args.k is not None else settings.search_k

@@ -12,7 +12,7 @@ EXAMPLE = """examples:
 
 Seed skills (skills/) are read-only: approve/retire on one records an override
 under $KERNELRAG_HOME. Their measured numbers come from
-`python3 -m kernelrag.measure_skills` run on a GPU. "stale" means the numbers were
+`python3 -m kernelrag.bench.measure_skills` run on a GPU. "stale" means the numbers were
 measured under another GPU or torch/triton version than this machine's."""
 
 ACTIONS = ("list", "show", "verify", "approve", "retire", "promote")
@@ -113,7 +113,7 @@ def _verify(lib, args) -> int:
                **options)
     note = ""
     if s.source == "learned" and not args.no_write:
-        from kernelrag.measure_skills import provenance
+        from kernelrag.bench.measure_skills import provenance
 
         if v.ok and v.timed:
             state = "approved" if s.review_state == "approved" else "verified"
@@ -123,7 +123,7 @@ def _verify(lib, args) -> int:
             lib.record_measurement(s.name, None, "needs_review")
             note = "recorded: state needs_review"
     elif s.source == "seed":
-        note = "seed skill: numbers are recorded by `python3 -m kernelrag.measure_skills --write` on a GPU"
+        note = "seed skill: numbers are recorded by `python3 -m kernelrag.bench.measure_skills --write` on a GPU"
     if args.json:
         print(json.dumps({"skill": s.name, "verdict": v.to_dict(), "note": note}, indent=2, default=str))
     else:
@@ -134,7 +134,7 @@ def _verify(lib, args) -> int:
 
 
 def _now() -> str:
-    from kernelrag.graph_store import now_utc
+    from kernelrag.memory.storage import now_utc
 
     return now_utc()
 
@@ -143,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
     import json
     import sys
 
-    from kernelrag.skills import SkillLibrary
+    from kernelrag.memory.skills import SkillLibrary
 
     if not getattr(args, "action", None):
         print(f"kernelrag skills: give an action: {', '.join(ACTIONS)} (see kernelrag skills --help)",

@@ -22,7 +22,7 @@ def __getattr__(name: str):
 
         return KnowledgeStore
     if name == "search":
-        from kernelrag.knowledge.search import search
+        from kernelrag.knowledge.store import search
 
         return search
     raise AttributeError(f"module 'kernelrag.knowledge' has no attribute {name!r}")

@@ -13,6 +13,8 @@ import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kernelrag.knowledge.models import INTERNAL_KEYS
+
 _WORD = re.compile(r"[a-z0-9]+(?:_[a-z0-9]+)*")
 _CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])")
 _STOP: frozenset[str] | None = None
@@ -98,8 +100,6 @@ def build(ids: list[str], documents: list[str], metadatas: list[dict]) -> Bm25In
 
 
 def _clean(meta: dict) -> dict:
-    from kernelrag.knowledge.store import INTERNAL_KEYS
-
     return {k: v for k, v in (meta or {}).items() if k not in INTERNAL_KEYS}
 
 

@@ -17,7 +17,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernelrag.knowledge.models import KINDS
+from kernelrag.knowledge.models import KINDS, Extracted, IngestFailure, SkipFile
 
 MARKDOWN = {".md", ".markdown"}
 RST = {".rst"}
@@ -36,28 +36,6 @@ SKIP_EXTS = {
 }
 SKIP_NAMES = {"searchindex.js": "search index or build data", "objects.inv": "search index or build data"}
 IGNORED_DIRS = {"__pycache__", "node_modules", ".git", ".venv", "venv", ".pytest_cache", ".mypy_cache"}
-
-
-class IngestFailure(Exception):
-    """A file that cannot be ingested; the message is the one-line reason."""
-
-
-class SkipFile(Exception):
-    """A file that is not knowledge (counted as skipped, not failed); the message is why."""
-
-
-@dataclass
-class Extracted:
-    """A file turned into lines, with where each line came from."""
-
-    lines: list[str]
-    syntax: str                               # markdown | rst | text | python | c
-    fmt: str                                  # the file format, for metadata
-    line_nos: list[int] | None = None         # source line of each line; None: i + 1
-    pages: list[int] | None = None            # PDFs: page of each line (no line numbers)
-    title: str = ""
-    kind: str = ""
-    tags: list[str] = field(default_factory=list)
 
 
 def inner_name(path: Path) -> str:

@@ -6,7 +6,7 @@ import logging
 import re
 from pathlib import Path
 
-from kernelrag.knowledge.formats import Extracted, IngestFailure
+from kernelrag.knowledge.models import Extracted, IngestFailure
 
 _DROP_TAGS = ["script", "style", "nav", "noscript", "svg", "form", "button", "iframe", "aside", "template",
               "link", "meta"]

@@ -11,6 +11,8 @@ from typing import Any
 
 KINDS = ("guide", "isa", "log", "skill", "note")
 MODES = ("hybrid", "dense", "bm25")
+# metadata keys llama-index and Chroma add to every record; never shown to users
+INTERNAL_KEYS = {"_node_content", "_node_type", "document_id", "doc_id", "ref_doc_id"}
 
 
 @dataclass(frozen=True)
@@ -131,3 +133,25 @@ class IngestReport:
             lines.append("skipped: " + ", ".join(f"{n} {r}" for r, n in sorted(self.skipped.items())))
         lines += [f"error: {e.line()}" for e in self.errors]
         return "\n".join(lines)
+
+
+class IngestFailure(Exception):
+    """A file that cannot be ingested; the message is the one-line reason."""
+
+
+class SkipFile(Exception):
+    """A file that is not knowledge (counted as skipped, not failed); the message is why."""
+
+
+@dataclass
+class Extracted:
+    """A file turned into lines, with where each line came from."""
+
+    lines: list[str]
+    syntax: str                               # markdown | rst | text | python | c
+    fmt: str                                  # the file format, for metadata
+    line_nos: list[int] | None = None         # source line of each line; None: i + 1
+    pages: list[int] | None = None            # PDFs: page of each line (no line numbers)
+    title: str = ""
+    kind: str = ""
+    tags: list[str] = field(default_factory=list)

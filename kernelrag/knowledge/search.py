@@ -1,6 +1,6 @@
 """Search: dense (Chroma, query embedded here) + BM25 (bm25s), fused by reciprocal rank fusion.
 
-    from kernelrag.knowledge.search import search
+    from kernelrag.knowledge.store import search
     hits = search("how do I avoid shared memory bank conflicts", settings, k=5)
     hits[0].citation()   # 'corpus/bank-conflicts.md §Swizzling L12-40'
 
@@ -10,7 +10,6 @@ the client and the BM25 index load once per process.
 from __future__ import annotations
 
 import math
-import threading
 
 from kernelrag.config import Settings
 from kernelrag.errors import ConfigError
@@ -19,8 +18,6 @@ from kernelrag.knowledge.models import KINDS, MODES, SearchHit
 RRF_K = 60            # reciprocal rank fusion constant (Cormack et al. 2009)
 MIN_CANDIDATES = 30   # each retriever's list length before fusion
 
-_STORES: dict[tuple, object] = {}
-_STORES_LOCK = threading.Lock()
 
 
 def _int(value) -> int | None:
@@ -95,21 +92,3 @@ def run_search(store, query: str, k: int = 5, kind: str | None = None, mode: str
     if mode == "bm25":
         return bm25_hits(store, query, k, kind)
     return fuse([dense_hits(store, query, n, kind), bm25_hits(store, query, n, kind)], k)
-
-
-def store_for(settings: Settings):
-    """The process's warm KnowledgeStore for these settings' store."""
-    from kernelrag.knowledge.store import KnowledgeStore
-
-    key = (settings.chroma_url, str(settings.chroma_dir), settings.collection, settings.embed_model,
-           str(settings.cache_dir))
-    with _STORES_LOCK:
-        if key not in _STORES:
-            _STORES[key] = KnowledgeStore(settings)
-        return _STORES[key]
-
-
-def search(query: str, settings: Settings, k: int = 5, kind: str | None = None,
-           mode: str = "hybrid") -> list[SearchHit]:
-    """Top ``k`` chunks for ``query`` with citation fields; ``mode`` is hybrid, dense or bm25."""
-    return store_for(settings).search(query, k=k, kind=kind, mode=mode)

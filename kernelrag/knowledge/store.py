@@ -21,12 +21,14 @@ from urllib.parse import urlparse
 
 from kernelrag.config import Settings
 from kernelrag.errors import StoreError
-from kernelrag.knowledge.models import IngestReport, SearchHit, SourceInfo
+from kernelrag.knowledge.bm25 import load_or_build
+from kernelrag.knowledge.ingest import ingest_paths
+from kernelrag.knowledge.models import INTERNAL_KEYS, IngestReport, SearchHit, SourceInfo
+from kernelrag.knowledge.search import run_search
 
 _REVISION_KEY = "kernelrag_revision"
 _EMBED_KEY = "kernelrag_embed"
 # the llama-index bookkeeping keys that ChromaVectorStore adds to each record's metadata
-INTERNAL_KEYS = {"_node_content", "_node_type", "document_id", "doc_id", "ref_doc_id"}
 
 
 def _embed_id(settings: Settings) -> str:
@@ -177,15 +179,11 @@ class KnowledgeStore:
     # --- work -------------------------------------------------------------------
     def ingest(self, paths, prune: bool = False, progress: bool = True, kind: str | None = None) -> IngestReport:
         """Ingest files and folders (see ``kernelrag.knowledge.ingest``)."""
-        from kernelrag.knowledge.ingest import ingest_paths
-
         with self._lock:
             return ingest_paths(self, [Path(p) for p in paths], prune=prune, progress=progress, kind=kind)
 
     def bm25(self):
         """The BM25 index of the current collection, rebuilt or reloaded when it changed."""
-        from kernelrag.knowledge.bm25 import load_or_build
-
         with self._lock:
             fp = self.fingerprint()
             if self._bm25 is None or self._bm25[0] != fp:
@@ -195,6 +193,24 @@ class KnowledgeStore:
     def search(self, query: str, k: int | None = None, kind: str | None = None,
                mode: str = "hybrid") -> list[SearchHit]:
         """Top ``k`` chunks for ``query``: hybrid (dense + BM25, RRF), dense or bm25."""
-        from kernelrag.knowledge.search import run_search
-
         return run_search(self, query, k=k or self.settings.search_k, kind=kind, mode=mode)
+
+
+_STORES: dict[tuple, "KnowledgeStore"] = {}
+_STORES_LOCK = threading.Lock()
+
+
+def store_for(settings: Settings) -> "KnowledgeStore":
+    """The process's warm KnowledgeStore for these settings' store."""
+    key = (settings.chroma_url, str(settings.chroma_dir), settings.collection, settings.embed_model,
+           str(settings.cache_dir))
+    with _STORES_LOCK:
+        if key not in _STORES:
+            _STORES[key] = KnowledgeStore(settings)
+        return _STORES[key]
+
+
+def search(query: str, settings: Settings, k: int = 5, kind: str | None = None,
+           mode: str = "hybrid") -> list[SearchHit]:
+    """Top ``k`` chunks for ``query`` with citation fields; ``mode`` is hybrid, dense or bm25."""
+    return store_for(settings).search(query, k=k, kind=kind, mode=mode)

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import correctness as C
+from kernelrag.verify.faults import classify, error_text
 from kernelrag.verify.tolerances import Tolerance, compare_outputs
 
 
@@ -50,7 +51,6 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         outs, problem = C.flatten_outputs(model(*inputs))
         torch.cuda.synchronize()
     except Exception as exc:   # noqa: BLE001 - reported as the candidate failing at full size
-        from kernelrag.verify.worker import classify, error_text
 
         res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, run.job["candidate_path"])}
         return

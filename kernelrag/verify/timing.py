@@ -13,32 +13,28 @@ Hacks 9, 11, 12, 17 and 19 of the threat model (shared/VERIFY.md) are handled he
   stream after the end event shows as ``synced`` - ``event`` above what the eager
   reference shows; a tampered event timer shows as ``wall`` - ``synced`` above eager's;
 - the timer functions are captured when this module is imported and checked for
-  replacement (``tamper_check``); threads running candidate code are reported;
+  replacement (``guard.tamper_check``); threads running candidate code are reported
+  (``guard.foreign_threads``);
 - the candidate's outputs from every timed round are compared with the eager
-  reference's on the same inputs (``recheck_outputs``).
+  reference's on the same inputs (``tolerances.recheck_outputs``).
 
 Import this module before the candidate: the captured timer functions are then the
 real ones even if the candidate patches ``torch.cuda.Event`` or ``time`` later.
 """
 from __future__ import annotations
 
-import math
-import os
 import statistics
-import sys
-import sysconfig
-import threading
 import time
-import types
 from typing import Any, Callable
 
 import torch
 
-import kernelrag
 from kernelrag.errors import KernelRAGError
+from kernelrag.verify.guard import (_library_thread, _provenance_problem, enumerate_threads, foreign_threads,
+                                    tamper_check)
+from kernelrag.verify.tolerances import merge_rechecks, recheck_outputs
 
-__all__ = ["time_against_baselines", "recheck_outputs", "merge_rechecks", "tamper_check", "foreign_threads",
-           "clock_functions", "summarize"]
+__all__ = ["time_against_baselines", "clock_functions", "summarize"]
 
 MIN_TRUSTED_ITERS = 100
 FLUSH_MIN_BYTES = 256 * 1024**2   # at least four times the H200's 60 MB L2
@@ -57,7 +53,7 @@ _event_sync = torch.cuda.Event.synchronize
 _sync = torch.cuda.synchronize
 _current_stream = torch.cuda.current_stream
 _set_stream = torch.cuda.set_stream
-_enumerate_threads = threading.enumerate
+_is_available = torch.cuda.is_available
 
 
 def summarize(samples_ms: list[float]) -> dict[str, Any]:
@@ -89,7 +85,7 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     ``eager_fn`` propagate; a failing ``compile_fn`` is dropped with a warning.
     """
     _validate(candidate_fn, eager_fn, compile_fn, make_inputs, iters, warmup)
-    if not torch.cuda.is_available():
+    if not _is_available():
         raise KernelRAGError("no CUDA device: GPU timing needs a GPU; verify with device='cpu' to skip timing")
     warnings: list[str] = []
     blocking: list[str] = []
@@ -226,13 +222,13 @@ class _ThreadWatch:
     def __init__(self, at_start: list[str]):
         self.at_start = at_start
         self.started: list[str] = []
-        self.max_count = len(_enumerate_threads())
+        self.max_count = len(enumerate_threads())
 
     def snapshot(self) -> set[int]:
-        return {t.ident for t in _enumerate_threads()}
+        return {t.ident for t in enumerate_threads()}
 
     def check_after(self, before: set[int]) -> None:
-        alive = _enumerate_threads()
+        alive = enumerate_threads()
         self.max_count = max(self.max_count, len(alive))
         for t in alive:
             if t.ident in before or not t.is_alive() or _library_thread(t):
@@ -331,220 +327,6 @@ def _flush_size(device, flush_bytes: int | None) -> int:
     return max(FLUSH_MIN_BYTES, FLUSH_L2_MULTIPLE * l2_bytes)
 
 
-# ---- re-checking outputs produced while timed (hack 12) ---------------------------
-
-RECHECK_REL_NORM_TOL = 0.05   # far above fp32/bf16 rounding, far below a stale result (~1.4)
-_CHUNK = 1 << 24              # elements compared at once
-
-
-def recheck_outputs(candidate_out: Any, reference_out: Any, *, atol: float | None = None,
-                    rtol: float | None = None, rel_norm_tol: float = RECHECK_REL_NORM_TOL) -> dict[str, Any]:
-    """Compare one output the candidate produced while timed with the reference's on the same inputs.
-
-    Fails on a shape or count difference, a NaN/Inf disagreement, a relative-norm error
-    ``‖out-ref‖/‖ref‖`` above ``rel_norm_tol``, or (when ``atol`` and ``rtol`` are given)
-    any element outside ``atol + rtol*|ref|``.
-    """
-    result = {"passed": True, "max_abs_err": 0.0, "rel_norm_err": 0.0, "mismatch_count": 0,
-              "nonfinite_mismatch": 0, "detail": ""}
-    cands, refs = _leaves(candidate_out), _leaves(reference_out)
-    if len(cands) != len(refs):
-        return _failed(result, f"{len(cands)} outputs from the candidate, {len(refs)} from the reference")
-    for i, (c, r) in enumerate(zip(cands, refs)):
-        if not isinstance(r, torch.Tensor):
-            if c != r:
-                return _failed(result, f"output {i} is {c!r}, the reference's {r!r}")
-            continue
-        if not isinstance(c, torch.Tensor):
-            return _failed(result, f"output {i} is a {type(c).__name__}, not a tensor")
-        if tuple(c.shape) != tuple(r.shape):
-            return _failed(result, f"output {i} has shape {tuple(c.shape)}, the reference {tuple(r.shape)}")
-        _compare(c.detach(), r.detach(), atol, rtol, result)
-    problems = []
-    if result["nonfinite_mismatch"]:
-        problems.append(f"{result['nonfinite_mismatch']} NaN/Inf disagreements")
-    if not result["rel_norm_err"] <= rel_norm_tol:
-        problems.append(f"relative-norm error {result['rel_norm_err']:.3g} > {rel_norm_tol:g}")
-    if result["mismatch_count"]:
-        problems.append(f"{result['mismatch_count']} elements outside atol={atol:g}, rtol={rtol:g}")
-    return _failed(result, "; ".join(problems)) if problems else result
-
-
-def merge_rechecks(rounds: list[dict[str, Any]]) -> dict[str, Any]:
-    """One summary of the per-round rechecks: worst errors, failed rounds, first failure."""
-    failed = [i for i, r in enumerate(rounds) if not r["passed"]]
-    return {
-        "passed": not failed,
-        "rounds": len(rounds),
-        "failed_rounds": len(failed),
-        "first_failed_round": failed[0] if failed else None,
-        "max_abs_err": max((r["max_abs_err"] for r in rounds), default=0.0),
-        "rel_norm_err": max((r["rel_norm_err"] for r in rounds), default=0.0),
-        "mismatch_count": max((r["mismatch_count"] for r in rounds), default=0),
-        "nonfinite_mismatch": max((r["nonfinite_mismatch"] for r in rounds), default=0),
-        "detail": rounds[failed[0]]["detail"] if failed else "",
-    }
-
-
-def _leaves(out: Any) -> list:
-    if isinstance(out, (tuple, list)):
-        return [leaf for item in out for leaf in _leaves(item)]
-    return [out]
-
-
-def _failed(result: dict[str, Any], detail: str) -> dict[str, Any]:
-    result["passed"] = False
-    result["detail"] = detail
-    return result
-
-
-def _compare(c: torch.Tensor, r: torch.Tensor, atol, rtol, result: dict[str, Any]) -> None:
-    """Accumulate errors of ``c`` against ``r`` into ``result``, in chunks to bound memory."""
-    if c.numel() == 0:
-        return
-    c = c.to(r.device)
-    if c.is_complex() or r.is_complex():
-        c, r = torch.view_as_real(c.to(torch.complex128)), torch.view_as_real(r.to(torch.complex128))
-    c, r = c.reshape(-1), r.reshape(-1)
-    zero = torch.zeros((), dtype=torch.float64, device=r.device)
-    err_sq = ref_sq = 0.0
-    for lo in range(0, r.numel(), _CHUNK):
-        c64, r64 = c[lo:lo + _CHUNK].to(torch.float64), r[lo:lo + _CHUNK].to(torch.float64)
-        nan_c, nan_r = c64.isnan(), r64.isnan()
-        inf_bad = (c64.isinf() | r64.isinf()) & (c64 != r64) & ~(nan_c | nan_r)
-        result["nonfinite_mismatch"] += int((nan_c != nan_r).sum().item() + inf_bad.sum().item())
-        finite = torch.isfinite(c64) & torch.isfinite(r64)
-        diff = torch.where(finite, (c64 - r64).abs(), zero)
-        result["max_abs_err"] = max(result["max_abs_err"], float(diff.max().item()))
-        err_sq += float(diff.square().sum().item())
-        ref_sq += float(torch.where(finite, r64, zero).square().sum().item())
-        if atol is not None and rtol is not None:
-            result["mismatch_count"] += int((finite & (diff > atol + rtol * r64.abs())).sum().item())
-    rel = math.sqrt(err_sq / ref_sq) if ref_sq > 0 else (0.0 if err_sq == 0 else math.inf)
-    result["rel_norm_err"] = max(result["rel_norm_err"], rel)
-
-
-# ---- tampered timers and foreign threads (hacks 9 and 11) -------------------------
-
-GUARDED = (
-    "time.perf_counter", "time.perf_counter_ns", "time.monotonic", "time.time",
-    "threading.enumerate", "threading.active_count",
-    "torch.cuda.synchronize", "torch.cuda.current_stream", "torch.cuda.set_stream",
-    "torch.cuda.Event", "torch.cuda.Event.record", "torch.cuda.Event.elapsed_time",
-    "torch.cuda.Event.synchronize", "torch.cuda.Event.query", "torch._C._cuda_synchronize",
-    "torch.allclose", "torch.isclose", "torch.equal", "torch.testing.assert_close",
-    "torch.profiler.profile", "torch.profiler.profile.events",
-)
-_MISSING = object()
-_BUILTIN_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
-                  types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType)
-
-
-def _library_roots() -> tuple[str, ...]:
-    """Directories whose code is trusted: torch, triton, the standard library, installed
-    packages and kernelrag itself. Candidates live in none of them."""
-    import importlib.util
-
-    paths = sysconfig.get_paths()
-    roots = [paths.get("stdlib"), paths.get("purelib"), paths.get("platlib"),
-             os.path.dirname(threading.__file__), os.path.dirname(torch.__file__),
-             os.path.dirname(kernelrag.__file__)]
-    spec = importlib.util.find_spec("triton")
-    if spec is not None and spec.origin:
-        roots.append(os.path.dirname(spec.origin))
-    return tuple(sorted({os.path.realpath(p) for p in roots if p}))
-
-
-_ROOTS = _library_roots()
-_TORCH_TRITON_ROOTS = tuple(r for r in _ROOTS if os.path.basename(r) in ("torch", "triton"))
-
-
-def _resolve(path: str) -> Any:
-    root, *rest = path.split(".")
-    obj = sys.modules.get(root, _MISSING)
-    for part in rest:
-        if obj is _MISSING:
-            break
-        obj = getattr(obj, part, _MISSING)
-    return obj
-
-
-_SNAPSHOT = {path: _resolve(path) for path in GUARDED}
-
-
-def _trusted_file(path: str | None) -> bool:
-    if not path or not os.path.isabs(path):
-        return False
-    real = os.path.realpath(path)
-    return any(real == root or real.startswith(root + os.sep) for root in _ROOTS)
-
-
-def _code_file(obj: Any) -> str | None:
-    for _ in range(4):   # unwrap partials and bound methods
-        if hasattr(obj, "func") and type(obj).__name__ == "partial":
-            obj = obj.func
-        elif isinstance(obj, types.MethodType):
-            obj = obj.__func__
-        else:
-            break
-    code = getattr(obj, "__code__", None)
-    if not isinstance(code, types.CodeType):
-        code = getattr(getattr(type(obj), "__call__", None), "__code__", None)
-    return code.co_filename if isinstance(code, types.CodeType) else None
-
-
-def _provenance_problem(path: str, obj: Any) -> str | None:
-    leaf = path.rsplit(".", 1)[-1]
-    if isinstance(obj, _BUILTIN_TYPES):
-        name = getattr(obj, "__name__", "")
-        return None if name == leaf else f"is the built-in {name!r}, not {leaf!r}"
-    if isinstance(obj, type):
-        module = sys.modules.get(getattr(obj, "__module__", ""))
-        return None if _trusted_file(getattr(module, "__file__", None)) else f"is a class from {obj.__module__}"
-    if isinstance(obj, types.FunctionType):
-        file = obj.__code__.co_filename
-        return None if _trusted_file(file) else f"is defined in {file}, not in torch or the standard library"
-    return f"is a {type(obj).__name__}, not the library function"
-
-
-def tamper_check() -> list[str]:
-    """Timer, synchronize and comparison functions that were replaced or are not the library's.
-
-    Each guarded name must still be the object it was when this module was imported,
-    and must come from torch or the standard library (a lambda, a wrapper from
-    another file or a swapped built-in does not).
-    """
-    issues = []
-    for path, original in _SNAPSHOT.items():
-        current = _resolve(path)
-        if current is _MISSING and original is _MISSING:
-            continue
-        if current is not original and original is not _MISSING:
-            issues.append(f"{path} was replaced after the verifier loaded")
-            continue
-        problem = _provenance_problem(path, current)
-        if problem:
-            issues.append(f"{path} {problem}")
-    return issues
-
-
-def _thread_code_file(t: threading.Thread) -> tuple[bool, str | None]:
-    """(whether there is code to judge, the file of the code the thread runs)."""
-    target = t.__dict__.get("_target") or t.__dict__.get("function")   # Thread / Timer
-    if target is None and type(t).run is threading.Thread.run:
-        return False, None        # finished running its target: nothing left to judge
-    return True, _code_file(target) if target is not None else _code_file(type(t).run)
-
-
-def _library_thread(t: threading.Thread) -> bool:
-    """A thread that torch or triton started for itself (compile workers and the like)."""
-    judged, file = _thread_code_file(t)
-    if not judged or not file or not os.path.isabs(file):
-        return not judged
-    real = os.path.realpath(file)
-    return any(real.startswith(root + os.sep) for root in _TORCH_TRITON_ROOTS)
-
-
 def clock_functions() -> tuple[Any, Any, Any, Any]:
     """(Event class, record, elapsed_time, synchronize) as captured when this module loaded.
 
@@ -558,16 +340,3 @@ def clock_functions() -> tuple[Any, Any, Any, Any]:
         raise KernelRAGError("CUDA timing functions were patched before the verifier loaded ("
                              + "; ".join(problems) + "): time in a clean process")
     return _Event, _record, _elapsed, _sync
-
-
-def foreign_threads() -> list[str]:
-    """Live Python threads whose code is not torch's, triton's, the standard library's or kernelrag's."""
-    out = []
-    main, current = threading.main_thread(), threading.current_thread()
-    for t in _enumerate_threads():
-        if t is main or t is current or type(t).__name__ == "_DummyThread" or not t.is_alive():
-            continue
-        judged, file = _thread_code_file(t)
-        if judged and not _trusted_file(file):
-            out.append(f"{t.name} (code in {file or 'an unknown file'})")
-    return out

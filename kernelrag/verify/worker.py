@@ -26,9 +26,10 @@ import json
 import os
 import sys
 import time
-import traceback
 from pathlib import Path
 from typing import Any
+
+from kernelrag.verify.faults import InputsDiffer, classify, error_text
 
 
 def die_with_parent() -> None:
@@ -61,40 +62,6 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(json.dumps(data))
     os.replace(tmp, path)
-
-
-def error_text(exc: BaseException, candidate_path: str = "") -> str:
-    """The traceback as the candidate's author needs it: their frames, then the error.
-
-    Frames inside the verifier and torch say nothing to the author and are dropped
-    (the last two library frames are kept: Triton's compile errors point there).
-    """
-    frames = traceback.extract_tb(exc.__traceback__)
-    own = [f for f in frames if candidate_path and f.filename == candidate_path]
-    tail = [f for f in frames[-2:] if f not in own and "kernelrag/verify" not in f.filename
-            and not f.filename.startswith("<frozen")]
-    lines = ["Traceback (candidate frames, then where it failed):\n"]
-    lines += traceback.format_list(own + tail)
-    lines += traceback.format_exception_only(type(exc), exc)
-    text = "".join(lines)
-    return (text.replace(candidate_path, "candidate.py") if candidate_path else text)[-6000:]
-
-
-class InputsDiffer(RuntimeError):
-    """This process generated other inputs than the reference process: the task is not seedable."""
-
-
-def classify(exc: BaseException) -> str:
-    """compile_error (Triton compilation), crashed (CUDA context broken), not_checkable or runtime."""
-    if isinstance(exc, InputsDiffer):
-        return "not_checkable"
-    text = f"{type(exc).__name__}: {exc}"
-    if any(s in text for s in ("illegal memory access", "CUDA error", "device-side assert",
-                               "misaligned address", "unspecified launch failure")):
-        return "crashed"
-    if type(exc).__module__.startswith("triton") or "CompilationError" in type(exc).__name__:
-        return "compile_error"
-    return "runtime"
 
 
 class CandidateRun:

@@ -29,7 +29,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
-from kernelrag.bench_report import finish_entry, summarize
+from kernelrag.bench.report import finish_entry, summarize
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -91,7 +91,7 @@ def _vget(verdict: Any, key: str) -> Any:
 def solve_offline(task_src: str, library: Any, *, device: str, rounds: int, timeout_s: float,
                   verify_fn: Callable[..., Any]) -> dict[str, Any]:
     """Offline drafter + verifier, trying the next-best skill after a rejected draft."""
-    from kernelrag.draft import OfflineDrafter
+    from kernelrag.draft.offline import OfflineDrafter
     from kernelrag.patterns import op_pattern
 
     pattern = op_pattern(task_src)
@@ -125,7 +125,7 @@ def record_negative_evidence(entry: dict[str, Any], gpu: str, evidence_path: Pat
     sc = entry.get("speedup_vs_compile")
     if not entry.get("correct") or sc is None or sc >= 1.0 or not entry.get("transformations"):
         return
-    from kernelrag.measure_skills import append_evidence
+    from kernelrag.bench.measure_skills import append_evidence
 
     record = {"pattern": entry["pattern"], "transformations": entry["transformations"], "gpu": gpu,
               "outcome": "slower", "speedup_vs_eager": entry.get("speedup_vs_eager"),
@@ -140,7 +140,7 @@ def record_negative_evidence(entry: dict[str, Any], gpu: str, evidence_path: Pat
 
 def run(args: argparse.Namespace) -> int:
     from kernelrag.config import load_settings
-    from kernelrag.skills import SkillLibrary
+    from kernelrag.memory.skills import SkillLibrary
     from kernelrag.verify import verify_source
 
     settings = load_settings(device=None if args.device == "auto" else args.device)

@@ -1,6 +1,6 @@
 """Suite figures, the Markdown table and the roofline plot of a benchmark results file.
 
-    python -m kernelrag.bench_report bench/results/h200-2026-11-29.json
+    python -m kernelrag.bench.report bench/results/h200-2026-11-29.json
         -> bench/results/h200-2026-11-29.md and bench/results/h200-2026-11-29-roofline.png
 
 Every number comes from the results file; nothing is typed in by hand.
@@ -211,7 +211,7 @@ def write_report(results_path: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if len(argv) != 1:
-        print("usage: python -m kernelrag.bench_report RESULTS.json", file=sys.stderr)
+        print("usage: python -m kernelrag.bench.report RESULTS.json", file=sys.stderr)
         return 2
     for p in write_report(Path(argv[0])):
         print(p)

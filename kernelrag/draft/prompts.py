@@ -9,33 +9,18 @@ round 2 the previous draft and the verifier's feedback on it.
 from __future__ import annotations
 
 import re
-import tomllib
-from pathlib import Path
 
+from kernelrag.memory.storage import load_vocabulary
 from kernelrag.types import GpuFigures, Passage, RetrievedContext, SkillRef, Transformation
 
-_VOCAB_FILE = Path(__file__).parent / "data" / "transformations.toml"
-# The agreed vocabulary; the graph's data file, when present, is the one read.
-_VOCAB_DEFAULT = (
-    "vectorized_loads tiling shared_memory_staging online_softmax welford split_k stream_k "
-    "persistent_kernel grouped_ordering epilogue_fusion tensor_cores pipelining autotuned_block_sizes "
-    "one_row_per_program multi_row_per_program elementwise_fusion fp32_accumulation tree_reduction "
-    "two_pass_reduction atomic_reduction block_scan recompute_over_store causal_block_skipping").split()
 PASSAGE_CHARS = 1500
 EXAMPLE_CHARS = 6000
 PREVIOUS_CHARS = 8000
 
 
 def vocabulary() -> list[str]:
-    """Transformation ids, from the graph's data file when it exists."""
-    try:
-        data = tomllib.loads(_VOCAB_FILE.read_text())
-    except (OSError, tomllib.TOMLDecodeError):
-        return list(_VOCAB_DEFAULT)
-    ids = [k for k, v in data.items() if isinstance(v, dict)]
-    if not ids and isinstance(data.get("transformation"), list):
-        ids = [t.get("id") for t in data["transformation"] if isinstance(t, dict) and t.get("id")]
-    return ids or list(_VOCAB_DEFAULT)
+    """Transformation ids, from the graph's vocabulary file."""
+    return list(load_vocabulary())
 
 
 def declared_transformations(source: str) -> list[str]:

@@ -1,7 +1,7 @@
 """The reasoning graph: which transformations worked on which op patterns, where.
 
 Nodes ``pattern:<signature>``, ``transformation:<id>`` (the vocabulary in
-``kernelrag/data/transformations.toml``), ``skill:<name>`` and ``gpu:<name>``.
+``kernelrag/memory/data/transformations.toml``), ``skill:<name>`` and ``gpu:<name>``.
 Every attempt is one record (pattern, transformations, gpu, dtype, regime,
 outcome, speedups vs eager and torch.compile, versions, date, log id); it is
 stored on each ``pattern -> transformation`` edge it used, and the per-(gpu,
@@ -12,7 +12,7 @@ Persistence: node-link JSON at ``settings.graph_path``, written atomically
 (temp file + os.replace) under a file lock; ``record_outcome`` re-reads the file
 under the lock before applying, so concurrent writers never lose an update.
 A missing file is seeded from the shipped evidence (``skills/evidence.jsonl``,
-written by ``kernelrag.measure_skills`` from real runs) and the seed skills.
+written by ``kernelrag.bench.measure_skills`` from real runs) and the seed skills.
 
 Imports only the standard library and networkx: it runs on the GPU machine.
 """
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.errors import GraphError
-from kernelrag.graph_query import (OUTCOMES, Evidence, Failure, Suggestion, aggregate, evidence,
+from kernelrag.memory.graph_query import (OUTCOMES, Evidence, Failure, Suggestion, aggregate, evidence,
                                    failure, gpu_matches, outcome_from_verdict, suggestion)
-from kernelrag.graph_store import VOCABULARY_PATH, atomic_write_text, file_lock, load_vocabulary, now_utc
+from kernelrag.memory.storage import VOCABULARY_PATH, atomic_write_text, file_lock, load_vocabulary, now_utc
 from kernelrag.patterns import OpPattern, category_of, heavy_ops, similarity, split_ops
 
 FORMAT = "kernelrag-graph"
@@ -179,7 +179,7 @@ class ReasoningGraph:
                 known.add(record["rid"])
 
     def _merge_skills(self, g) -> None:
-        from kernelrag.skills import SkillLibrary
+        from kernelrag.memory.skills import SkillLibrary
 
         try:
             library = SkillLibrary(self.settings, seed_dir=self.seed_dir)
@@ -376,6 +376,6 @@ class ReasoningGraph:
 
     def export(self, path: "str | Path", format: str = "graphml") -> Path:
         """Write the graph as GraphML, Graphviz DOT or node-link JSON."""
-        from kernelrag.graph_export import export
+        from kernelrag.memory.graph_export import export
 
         return export(self, Path(path), format)

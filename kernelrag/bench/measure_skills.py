@@ -1,9 +1,9 @@
 """Measure the seed skills with the verifier and record what was measured.
 
-    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cuda --write --skip-done
-    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cuda --only softmax_online --results out.jsonl
-    PYTHONPATH=. python3 -m kernelrag.measure_skills --apply out.jsonl        # on another machine
-    PYTHONPATH=. python3 -m kernelrag.measure_skills --device cpu             # correctness only
+    PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cuda --write --skip-done
+    PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cuda --only softmax_online --results out.jsonl
+    PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --apply out.jsonl        # on another machine
+    PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cpu             # correctness only
 
 For each skill: verify ``kernel.py`` against ``reference.py`` (and every
 ``alternatives/*.py``); with ``--write`` put the measured numbers into
@@ -31,9 +31,9 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelrag.errors import KernelRAGError
-from kernelrag.graph_store import atomic_write_text, file_lock
-from kernelrag.graph_query import outcome_from_verdict
-from kernelrag.skills import Skill, SkillLibrary, alternative_transformations
+from kernelrag.memory.storage import atomic_write_text, file_lock
+from kernelrag.memory.graph_query import outcome_from_verdict
+from kernelrag.memory.skills import Skill, SkillLibrary, alternative_transformations
 
 PROVENANCE_KEYS = ("gpu", "driver", "torch", "triton", "date", "device", "trials", "kernel_ms",
                    "eager_ms", "compile_ms", "iqr_ms", "speedup_vs_eager", "speedup_vs_compile",
@@ -210,7 +210,7 @@ def _verify_fn() -> Callable[..., Any]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python3 -m kernelrag.measure_skills",
+    ap = argparse.ArgumentParser(prog="python3 -m kernelrag.bench.measure_skills",
                                  description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu", "auto"))
     ap.add_argument("--only", action="append", default=[], help="skill name(s), comma-separated or repeated")

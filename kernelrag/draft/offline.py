@@ -34,7 +34,7 @@ class Plan:
     kind: str                 # "skill" | "codegen"
     key: str                  # skill name, or "codegen"
     why: str
-    skill: Any = None         # kernelrag.skills.Skill
+    skill: Any = None         # kernelrag.memory.skills.Skill
     score: float = 1.0
 
 
@@ -119,7 +119,7 @@ class OfflineDrafter:
              device: str | None = None) -> tuple[list[Plan], list[str]]:
         """(plans best first, notes on skills passed over and why). ``device="cpu"`` passes
         over skills that cannot be checked on a CPU (CUDA C++, bf16 tensor-core kernels)."""
-        from kernelrag.codegen import load_task
+        from kernelrag.draft.codegen import load_task
 
         notes: list[str] = []
         if not getattr(pattern, "known", False):
@@ -168,7 +168,7 @@ class OfflineDrafter:
 
     def instantiate(self, skill: Any, task_source: str) -> DraftResult:
         """The skill's kernel made ready for this task (constants specialised)."""
-        from kernelrag.codegen import load_task
+        from kernelrag.draft.codegen import load_task
 
         source = skill.kernel_source()
         constants = declared_constants(skill)
@@ -183,7 +183,7 @@ class OfflineDrafter:
     def draft(self, task_source: str, pattern: Any, backend: str = "triton",
               exclude: set[str] | frozenset[str] = frozenset(), device: str | None = None) -> DraftResult:
         """The best candidate whose key (skill name or "codegen") is not in ``exclude``."""
-        from kernelrag.codegen import generate_elementwise
+        from kernelrag.draft.codegen import generate_elementwise
 
         sig = getattr(pattern, "signature", "unknown")
         try:

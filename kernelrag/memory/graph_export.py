@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.errors import GraphError
-from kernelrag.graph_query import aggregate
+from kernelrag.memory.graph_query import aggregate
 
 FORMATS = ("graphml", "dot", "json")
 _SHAPES = {"pattern": "box", "transformation": "ellipse", "skill": "note", "gpu": "diamond"}
@@ -69,7 +69,7 @@ def to_dot(graph: Any) -> str:
 
 
 def export(graph: Any, path: Path, format: str = "graphml") -> Path:
-    from kernelrag.graph_store import atomic_write_text
+    from kernelrag.memory.storage import atomic_write_text
 
     if format not in FORMATS:
         raise GraphError(f"export format {format!r} is not one of {', '.join(FORMATS)}")

@@ -17,9 +17,8 @@ Layout ops (view, reshape, getitem, size, contiguous, transpose, permute, ...)
 and dropout are dropped. Ops that depend only on parameters or constants (a
 causal mask built in ``forward``) are dropped too.
 
-``op_pattern`` traces the task with torch.fx on the meta device (torch.export
-when fx fails) and is the only function here that imports torch; ``slug``,
-``similarity`` and ``category_of`` are plain string functions.
+``kernelrag.patterns.trace.op_pattern`` traces a task with torch.fx on the meta
+device (torch.export when fx fails); everything here is plain string functions.
 """
 from __future__ import annotations
 
@@ -28,6 +27,8 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from kernelrag.errors import TaskError
 
 CATEGORIES = ("elementwise", "reduction", "normalization", "softmax", "matmul", "conv",
               "attention", "scan", "loss", "pooling", "fused")
@@ -200,8 +201,6 @@ def from_signature(signature: str) -> OpPattern:
     """An OpPattern for a signature typed by a person (no shapes known)."""
     ops = split_ops(signature)
     if not ops:
-        from kernelrag.errors import TaskError
-
         raise TaskError("empty op pattern; give ops joined by '>', e.g. 'matmul>add>relu'")
     return OpPattern(signature=">".join(ops), ops=ops, category=category_of(ops))
 
@@ -209,17 +208,3 @@ def from_signature(signature: str) -> OpPattern:
 def unknown(reason: str, regime: dict[str, Any] | None = None) -> OpPattern:
     return OpPattern(signature="unknown", ops=[], category="unknown", regime=regime or {},
                      known=False, reason=reason)
-
-
-# --------------------------------------------------------------------------- tracing
-def op_pattern(task: "str | Path") -> OpPattern:
-    """The op pattern of a KernelBench task (a file path or its source text).
-
-    Builds ``Model(*get_init_inputs())`` and ``get_inputs()`` on the meta device
-    (no memory, no compute), traces with torch.fx (torch.export as a fallback) and
-    propagates shapes. A task that cannot be traced gives ``known=False`` and the
-    reason; a file that is not a task at all raises TaskError.
-    """
-    from kernelrag.patterns_trace import trace_task
-
-    return trace_task(task)

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from kernelrag.config import Settings
 from kernelrag.errors import LLMError
 
-log = logging.getLogger("kernelrag.llm")
+log = logging.getLogger("kernelrag.draft.llm")
 
 # Local endpoints (vLLM, llama.cpp, Ollama) ignore the key, but the client insists on one.
 _NO_KEY = "no-key-configured"

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from kernelrag.patterns import format_op
+from kernelrag.patterns.pattern import format_op
 
 
 @dataclass

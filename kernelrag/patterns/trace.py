@@ -2,7 +2,7 @@
 
 The task is built on the meta device, traced with torch.fx (torch.export when fx
 fails), shapes are propagated on meta tensors, and every graph node is mapped to
-zero or more canonical ops (``kernelrag.patterns_canon``). Known compositions
+zero or more canonical ops (``kernelrag.patterns.canon``). Known compositions
 (RMSNorm written out by hand, a manual softmax...) are then folded into one op.
 """
 from __future__ import annotations
@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.errors import TaskError
-from kernelrag.patterns import OpPattern, category_of, size_class, unknown
-from kernelrag.patterns_canon import Op, canonical_ops, compose
+from kernelrag.patterns.pattern import OpPattern, category_of, size_class, unknown
+from kernelrag.patterns.canon import Op, canonical_ops, compose
 
 
 def load_task(task: "str | Path") -> tuple[types.ModuleType, str]:
@@ -212,3 +212,14 @@ def trace_task(task: "str | Path") -> OpPattern:
         regime["note"] = note
     return OpPattern(signature=">".join(names), ops=names, category=category_of(names),
                      regime=regime, known=True, traced_with=tracer)
+
+
+def op_pattern(task: "str | Path") -> OpPattern:
+    """The op pattern of a KernelBench task (a file path or its source text).
+
+    Builds ``Model(*get_init_inputs())`` and ``get_inputs()`` on the meta device
+    (no memory, no compute), traces with torch.fx (torch.export as a fallback) and
+    propagates shapes. A task that cannot be traced gives ``known=False`` and the
+    reason; a file that is not a task at all raises TaskError.
+    """
+    return trace_task(task)

@@ -29,7 +29,7 @@ from typing import Any
 
 from kernelrag.errors import SkillError
 from kernelrag.patterns import CATEGORIES, OpPattern, category_of, similarity, slug
-from kernelrag.tomlwrite import dumps, update_table
+from kernelrag.memory.tomlwrite import dumps, update_table
 
 REVIEW_STATES = ("draft", "verified", "approved", "retired", "needs_review")
 BACKENDS = ("triton", "cuda")
@@ -208,7 +208,7 @@ class SkillLibrary:
         self._problems = []
         skills: dict[str, Skill] = {}
         overrides = self._overrides()
-        from kernelrag.graph_store import load_vocabulary
+        from kernelrag.memory.storage import load_vocabulary
 
         vocab = load_vocabulary()
         for source, root in (("seed", self.seed_dir), ("learned", self.learned_dir)):
@@ -309,7 +309,7 @@ class SkillLibrary:
         if existing is not None and existing.source == "seed":
             raise SkillError(f"{name!r} is a seed skill ({existing.path}); choose another name")
         sig = pattern.signature if isinstance(pattern, OpPattern) else str(pattern)
-        from kernelrag.graph_store import load_vocabulary
+        from kernelrag.memory.storage import load_vocabulary
 
         vocab = load_vocabulary()
         bad = [t for t in meta.get("transformations", []) if t not in vocab]
@@ -356,7 +356,7 @@ class SkillLibrary:
         if provenance is not None:
             text = update_table(text, "provenance", provenance, replace=True)
         text = update_table(text, "review", {"state": state, "reasons": list(reasons or [])})
-        from kernelrag.graph_store import atomic_write_text
+        from kernelrag.memory.storage import atomic_write_text
 
         atomic_write_text(skill.toml_path, text)
         self.refresh()
@@ -374,7 +374,7 @@ class SkillLibrary:
         skill = self.get(name)
         if skill.source == "learned":
             return self.record_measurement(name, None, state)
-        from kernelrag.graph_store import atomic_write_text, file_lock, now_utc
+        from kernelrag.memory.storage import atomic_write_text, file_lock, now_utc
 
         with file_lock(self.overrides_path):
             data = self._overrides()
