@@ -166,9 +166,12 @@ def direct(case: dict, ceilings: dict | None) -> dict:
     # The verifier's modules load before the candidate, as in the real worker.
     from kernelrag.verify.launch import launch_proof
     from kernelrag.verify.roofline import roofline
+    from kernelrag.verify import guard
     from kernelrag.verify.timing import time_against_baselines
     import torch
+    import torch._dynamo  # noqa: F401  (rewraps torch.manual_seed on import, as in a worker's Guard)
 
+    guard.take_snapshot()   # what a worker's Guard does once installed, before the candidate loads
     t0 = time.perf_counter()
     task = _load(case["task"], "bench_task")
     torch.manual_seed(0)
