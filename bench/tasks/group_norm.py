@@ -31,4 +31,4 @@ def get_flops():
 
 
 def get_bytes():
-    return 2 * batch_size * features * height * width * 4
+    return (2 * batch_size * features * height * width + 2 * features) * 4
