@@ -2,7 +2,7 @@
 import torch
 import torch.nn as nn
 
-batch_size = 16
+batch_size = 8
 num_heads = 16
 seq_len = 2048
 head_dim = 64
