@@ -6,38 +6,61 @@
 2. Rounds until a verdict is ok or ``max_rounds`` is reached: draft (the LLM when
    one is configured, else the offline drafter), verify, and hand the verdict's
    ``feedback()`` to the next round.
-3. Write-back: graph evidence for every transformation tried (successes and
-   failures with reasons), an optimization log (JSONL) ingested into the knowledge
-   store when it is importable, and on success a learned skill whose provenance is
-   the verdict; a verdict flagged for review is stored as ``needs_review``.
+3. Write-back (``kernelrag.memory.writeback``): graph evidence for every
+   transformation tried (successes and failures with reasons), an optimization log
+   (JSONL) ingested into the knowledge store when it is importable, and on success a
+   learned skill whose provenance is the verdict; a verdict flagged for review is
+   stored as ``needs_review``. ``write_back="evidence"`` (the benchmark) writes the
+   graph evidence only.
+
+The task is one value (``kernelrag.task.Task``) for the whole run: read, executed
+and traced once; the offline drafter plans once per run.
 """
 from __future__ import annotations
 
-import datetime
 import json
 import logging
-import re
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
-from kernelrag.types import Cost, GenerateResult, GpuFigures, Round, WriteBack
+from kernelrag.draft.llm import extract_code
+from kernelrag.draft.offline import OfflineDrafter
+from kernelrag.draft.prompts import declared_transformations, kernel_messages
+from kernelrag.errors import ConfigError, LLMError
+from kernelrag.export import new_log_id, write_log
+from kernelrag.memory import writeback
+from kernelrag.memory.writeback import MEMORY_STATES
+from kernelrag.task import Task
+from kernelrag.types import Cost, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
+from kernelrag.verify import verify_source
+
+if TYPE_CHECKING:
+    from kernelrag.config import Settings
+    from kernelrag.draft.llm import LLMClient
+    from kernelrag.knowledge import KnowledgeStore
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.memory.skills import Skill, SkillLibrary
+    from kernelrag.patterns import OpPattern
+    from kernelrag.retrieve import Retriever
+    from kernelrag.verify import Verdict
 
 log = logging.getLogger("kernelrag.generate")
-MEMORY_STATES = ("approved", "verified")
 EXAMPLES = 2
+WRITE_BACK = ("all", "evidence")
 
 
 @dataclass
 class Parts:
-    """What the loop works with; the facade builds and keeps these."""
+    """What the loop works with; the facade (or the benchmark) builds and keeps these."""
 
-    settings: Any
-    library: Any                      # kernelrag.memory.skills.SkillLibrary
-    retriever: Any                    # kernelrag.retrieve.Retriever
-    graph: Any = None                 # kernelrag.memory.graph.ReasoningGraph, None when unavailable
-    llm: Any = None                   # kernelrag.draft.llm.LLMClient, None = offline
-    store: Any = None                 # kernelrag.knowledge.KnowledgeStore, None when unavailable
+    settings: "Settings"
+    library: "SkillLibrary"
+    retriever: "Retriever | None"
+    graph: "ReasoningGraph | None" = None      # None when unavailable
+    llm: "LLMClient | None" = None             # None = offline
+    store: "KnowledgeStore | None" = None      # None when unavailable
     notes: list[str] = field(default_factory=list)
 
 
@@ -49,7 +72,7 @@ def resolve_device(device: str) -> str:
     return "cuda" if torch.cuda.is_available() else "cpu"
 
 
-def gpu_figures(settings: Any, device: str) -> GpuFigures:
+def gpu_figures(settings: "Settings", device: str) -> GpuFigures:
     """The device as the prompt describes it: name, SMs, measured ceilings when cached."""
     if resolve_device(device) != "cuda":
         return GpuFigures(name="CPU only (Triton interpreter: correctness checked, no time measured)",
@@ -70,24 +93,13 @@ def gpu_figures(settings: Any, device: str) -> GpuFigures:
                       source=f"{path} ({data.get('measured_at', 'date unknown')})")
 
 
-def _size_class(pattern: Any) -> str | None:
-    return (getattr(pattern, "regime", None) or {}).get("size_class")
-
-
-def _dtypes(pattern: Any) -> list[str]:
-    """The task's floating-point dtypes, sorted (index inputs such as int64 targets left out)."""
-    from kernelrag.draft.offline import float_dtypes
-
-    return sorted(float_dtypes(pattern))
-
-
-def memory_skill(parts: Parts, pattern: Any, backend: str) -> Any | None:
+def memory_skill(parts: Parts, pattern: "OpPattern", backend: str) -> "Skill | None":
     """The best verified, non-stale skill for exactly this pattern and regime, or None
     (approved before verified, then the fastest measured)."""
     if not getattr(pattern, "known", False):
         return None
-    wanted = set(_dtypes(pattern))
-    size = _size_class(pattern)
+    wanted = set(writeback.float_dtypes(pattern))
+    size = writeback.size_class(pattern)
     fits = []
     for skill in parts.library.list(include_retired=False):
         if skill.pattern != pattern.signature or skill.backend != backend:
@@ -107,13 +119,14 @@ def memory_skill(parts: Parts, pattern: Any, backend: str) -> Any | None:
 class Loop:
     """One generate run; ``run()`` returns the GenerateResult."""
 
-    def __init__(self, parts: Parts, task: Any, *, backend: str = "triton", max_rounds: int | None = None,
-                 device: str | None = None, on_round: Callable[[Round], None] | None = None,
-                 use_memory: bool = True):
-        from kernelrag.errors import ConfigError
-
+    def __init__(self, parts: Parts, task: "Task | str | Path", *, backend: str = "triton",
+                 max_rounds: int | None = None, device: str | None = None,
+                 on_round: Callable[[Round], None] | None = None, use_memory: bool = True,
+                 write_back: str = "all", log_id: str | None = None):
         if backend not in ("triton", "cuda"):
             raise ConfigError(f"backend={backend!r} is not one of triton, cuda")
+        if write_back not in WRITE_BACK:
+            raise ConfigError(f"write_back={write_back!r} is not one of {', '.join(WRITE_BACK)}")
         self.parts, self.settings = parts, parts.settings
         self.backend = backend
         self.max_rounds = max_rounds or self.settings.max_rounds
@@ -122,18 +135,18 @@ class Loop:
         self.device = device or self.settings.device
         self.on_round = on_round
         self.use_memory = use_memory
-        self.task = task
+        self.write_back, self.log_id = write_back, log_id
+        self.task = Task.of(task)                # read once; executed and traced on first use
+        self.drafter = OfflineDrafter(parts.library)   # plans once for this run
         self.cost = Cost()
         self.rounds: list[Round] = []
         self.extra: list[dict] = []          # per round: LLM messages and raw answer, for the log
         self.notes: list[str] = list(parts.notes)
 
     # --- steps -------------------------------------------------------------------
-    def _verify(self, candidate: str) -> Any:
-        from kernelrag.verify import verify_source
-
+    def _verify(self, candidate: str) -> "Verdict":
         self.cost.verify_calls += 1
-        return verify_source(self.ctx.task_source, candidate, device=self.device,
+        return verify_source(self.task.source, candidate, device=self.device,
                              timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir)
 
     def _add_round(self, r: Round, extra: dict | None = None) -> Round:
@@ -149,20 +162,14 @@ class Loop:
         skill = memory_skill(self.parts, self.ctx.pattern, self.backend)
         if skill is None:
             return None
-        from kernelrag.draft.offline import OfflineDrafter
-
         start = time.perf_counter()
-        d = OfflineDrafter(self.parts.library).instantiate(skill, self.ctx.task_source)
+        d = self.drafter.instantiate(skill, self.task)
         verdict = self._verify(d.source)
         return self._add_round(Round(index=1, drafter="memory", draft=d.source, verdict=verdict,
                                      feedback=verdict.feedback(), transformations=d.transformations,
                                      skill=skill.name, seconds=time.perf_counter() - start))
 
     def _llm_round(self, index: int, examples: list, gpu: GpuFigures) -> Round:
-        from kernelrag.errors import LLMError
-        from kernelrag.draft.llm import extract_code
-        from kernelrag.draft.prompts import declared_transformations, kernel_messages
-
         prev = self.rounds[-1] if self.rounds else None
         prev_answer = self.extra[-1].get("answer") if prev is not None else None
         if prev is not None and not prev_answer:
@@ -186,9 +193,9 @@ class Loop:
                                      feedback=verdict.feedback(), transformations=declared_transformations(code),
                                      seconds=time.perf_counter() - start), extra)
 
-    def _offline_round(self, index: int, drafter: Any, tried: set[str]) -> Round:
+    def _offline_round(self, index: int, tried: set[str]) -> Round:
         start = time.perf_counter()
-        d = drafter.draft(self.ctx.task_source, self.ctx.pattern, self.backend, exclude=tried,
+        d = self.drafter.draft(self.task, self.ctx.pattern, self.backend, exclude=tried,
                           device=resolve_device(self.device))
         if not d.ok:
             return self._add_round(Round(index=index, drafter="offline", draft="", verdict=None,
@@ -202,8 +209,6 @@ class Loop:
 
     # --- the run -----------------------------------------------------------------
     def run(self) -> GenerateResult:
-        from kernelrag.errors import LLMError
-
         t0 = time.perf_counter()
         use_llm = self.parts.llm is not None
         self.ctx = self.parts.retriever.context(self.task, passages=use_llm)
@@ -218,9 +223,7 @@ class Loop:
         if not from_memory:
             examples = self._examples() if use_llm else []
             gpu = gpu_figures(self.settings, self.device) if use_llm else None
-            from kernelrag.draft.offline import OfflineDrafter
-
-            drafter, tried = OfflineDrafter(self.parts.library), set()
+            tried: set[str] = set()
             if self.rounds and self.rounds[-1].skill:
                 tried.add(self.rounds[-1].skill)
             while len(self.rounds) < self.max_rounds:
@@ -232,7 +235,7 @@ class Loop:
                         reason = f"LLM failed in round {index}: {exc}"
                         break
                 else:
-                    r = self._offline_round(index, drafter, tried)
+                    r = self._offline_round(index, tried)
                     if r.verdict is None:        # nothing left to draft offline
                         break
                 if r.ok:
@@ -256,7 +259,8 @@ class Loop:
             citations=self.ctx.citations if use_llm else [], cost=self.cost,
             from_memory=from_memory, reason=reason)
         self.cost.seconds = time.perf_counter() - t0
-        result.write_back = write_back(self.parts, self.ctx, result, self.extra, notes=self.notes)
+        result.write_back = write_back(self.parts, self.ctx, result, self.extra, notes=self.notes,
+                                       mode=self.write_back, log_id=self.log_id)
         self.cost.seconds = time.perf_counter() - t0
         return result
 
@@ -271,141 +275,16 @@ class Loop:
 
 
 # --- write-back ------------------------------------------------------------------------
-def _learned_name(signature: str, backend: str) -> str:
-    """``relu>mul>add`` -> ``learned_relu_mul_add``; attributes kept (``softmax[dim=-1]`` ->
-    ``learned_softmax_dim_m1``) so variants of one op never overwrite each other."""
-    import hashlib
-
-    base = re.sub(r"[^a-z0-9]+", "_", signature.lower().replace("-", "m")).strip("_") or "pattern"
-    if len(base) > 60:
-        base = base[:52].strip("_") + "_" + hashlib.sha1(signature.encode()).hexdigest()[:7]
-    return f"learned_{base}" + ("_cuda" if backend == "cuda" else "")
-
-
-def _task_shapes(source: str) -> dict[str, int]:
-    """Module-level int constants of the task (its size constants)."""
-    import ast
-
-    shapes = {}
-    for node in ast.parse(source).body:
-        if (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.targets[0], ast.Name)
-                and isinstance(node.value, ast.Constant) and type(node.value.value) is int):
-            shapes[node.targets[0].id] = node.value.value
-    return shapes
-
-
-def provenance(verdict: Any, log_id: str, size_class: str | None) -> dict[str, Any]:
-    """skill.toml [provenance] from a real verifier run (None values are left out)."""
-    from kernelrag.memory.skills import current_environment
-
-    env = current_environment()
-    k = verdict.kernel_ms
-    return {"gpu": verdict.gpu, "driver": verdict.driver, "torch": verdict.torch_version or env.get("torch"),
-            "triton": verdict.triton_version or env.get("triton"),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
-            "device": verdict.device, "trials": verdict.trials, "timed": verdict.timed,
-            "kernel_ms": k.median_ms if k else None, "iqr_ms": k.iqr_ms if k else None,
-            "eager_ms": verdict.eager_ms.median_ms if verdict.eager_ms else None,
-            "compile_ms": verdict.compile_ms.median_ms if verdict.compile_ms else None,
-            "speedup_vs_eager": verdict.speedup_vs_eager, "speedup_vs_compile": verdict.speedup_vs_compile,
-            "frac_roofline": verdict.frac_roofline, "achieved_gbps": verdict.achieved_gbps,
-            "achieved_tflops": verdict.achieved_tflops, "size_class": size_class, "log_id": log_id}
-
-
-def _write_skill(parts: Parts, ctx: Any, result: GenerateResult, final: Round, log_id: str, wb: WriteBack) -> None:
-    pattern = ctx.pattern
-    if not getattr(pattern, "known", False):
-        wb.notes.append("no skill written: the task's op pattern is unknown")
-        return
-    lib = parts.library
-    used = None
-    if final.skill:
-        try:
-            used = lib.get(final.skill)
-        except Exception:
-            used = None
-    if used is not None and used.source == "seed" and used.pattern == pattern.signature:
-        stale = lib.is_stale(used)
-        if used.review_state in MEMORY_STATES and not stale:
-            wb.notes.append(f"seed skill {used.name} verified on this task; no new skill written")
-            return
-        # The seed's own measurement does not hold here (never measured, or measured under
-        # another torch/triton/GPU): keep this verification as a learned skill, so the next
-        # request for this pattern and regime is answered from memory.
-        wb.notes.append(f"seed skill {used.name} re-verified here ({stale or used.review_state}); "
-                        "stored as a learned skill with this verdict")
-    flags = final.verdict.review_flags()
-    state = "needs_review" if flags else "verified"
-    name = used.name if (used is not None and used.source == "learned" and used.pattern == pattern.signature) \
-        else _learned_name(pattern.signature, result.backend)
-    how = f"skill {final.skill}" if final.skill else final.drafter
-    meta = {"category": pattern.category, "backend": result.backend,
-            "transformations": list(final.transformations), "dtypes": _dtypes(pattern) or ["float32"],
-            "summary": f"{pattern.signature}, drafted by {how} and verified ({final.verdict.summary()[:160]})",
-            "shapes": _task_shapes(ctx.task_source), "review_state": state,
-            "provenance": provenance(final.verdict, log_id, _size_class(pattern))}
-    try:
-        skill = lib.write_learned(name, pattern, final.draft, ctx.task_source, meta, overwrite=True)
-    except Exception as exc:      # a write-back failure must not lose the verified kernel
-        wb.notes.append(f"learned skill {name} not written: {exc}")
-        return
-    wb.skill, wb.skill_path, wb.skill_state = skill.name, str(skill.path), state
-    if flags:
-        wb.notes.append(f"skill {skill.name} stored as needs_review: " + "; ".join(flags))
-    if parts.graph is not None:
-        try:
-            parts.graph.add_skill(skill.name, pattern.signature, list(skill.transformations), "learned")
-        except Exception as exc:
-            wb.notes.append(f"skill {skill.name} not added to the graph: {exc}")
-
-
-def _graph_records(ctx: Any, result: GenerateResult, log_id: str, wb: WriteBack) -> list[dict]:
-    from kernelrag.memory.graph import outcome_from_verdict
-
-    pattern = ctx.pattern
-    records = []
-    dtypes = _dtypes(pattern)
-    for r in result.rounds:
-        if r.verdict is None:
-            continue
-        outcome = outcome_from_verdict(r.verdict)
-        if outcome is None:
-            continue
-        if not r.transformations:
-            wb.notes.append(f"round {r.index}: the draft named no transformations; no graph evidence")
-            continue
-        v = r.verdict
-        skill = wb.skill if (r.ok and wb.skill) else r.skill
-        records.append(dict(
-            pattern=pattern, transformations=list(r.transformations), gpu=v.gpu or v.device or "cpu",
-            outcome=outcome, speedup_vs_eager=v.speedup_vs_eager, speedup_vs_compile=v.speedup_vs_compile,
-            dtype=dtypes[0] if dtypes else None, regime=dict(getattr(pattern, "regime", {}) or {}),
-            log_id=log_id, skill=skill, versions={"torch": v.torch_version, "triton": v.triton_version},
-            detail=f"round {r.index} [{r.drafter}]: {v.status}: {v.reason}",
-            kernel_ms=v.kernel_ms.median_ms if v.kernel_ms else None))
-    return records
-
-
-def write_back(parts: Parts, ctx: Any, result: GenerateResult, extra: list[dict],
-               notes: list[str]) -> WriteBack:
-    """Skill (on success), graph evidence, optimization log, ingest of the log."""
-    from kernelrag.export import new_log_id, write_log
-
+def write_back(parts: Parts, ctx: RetrievedContext, result: GenerateResult, extra: list[dict],
+               notes: list[str], *, mode: str = "all", log_id: str | None = None) -> WriteBack:
+    """Skill (on success), graph evidence, optimization log, ingest of the log;
+    ``mode="evidence"``: the graph evidence only."""
     wb = WriteBack(notes=list(notes))
-    log_id = new_log_id(result.pattern, ctx.task_source)
-    final = next((r for r in reversed(result.rounds) if r.ok), None)
-    if final is not None and not result.from_memory:
-        _write_skill(parts, ctx, result, final, log_id, wb)
-    if parts.graph is None:
-        wb.notes.append("graph evidence not recorded: the reasoning graph is unavailable")
-    elif getattr(ctx.pattern, "known", False):
-        records = _graph_records(ctx, result, log_id, wb)
-        if records:
-            try:
-                wb.graph_records = len(parts.graph.record_many(records))
-            except Exception as exc:
-                wb.notes.append(f"graph evidence not recorded: {exc}")
+    log_id = log_id or new_log_id(result.pattern, ctx.task_source)
+    writeback.write_run(parts.library, parts.graph, ctx, result, log_id, wb, learn=mode == "all")
     result.write_back = wb                   # the log records what was written back
+    if mode != "all":
+        return wb
     gpu = next((r.verdict.gpu for r in result.rounds if r.verdict is not None and r.verdict.gpu), None)
     device = next((r.verdict.device for r in result.rounds if r.verdict is not None), parts.settings.device)
     path = write_log(parts.settings, result, task_source=ctx.task_source, gpu=gpu or "cpu", device=device,

@@ -9,23 +9,21 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kernelrag.errors import KernelRAGError, TaskError
+from kernelrag.errors import KernelRAGError
+from kernelrag.patterns import op_pattern
+from kernelrag.task import Task
 from kernelrag.types import Citation, Passage, RetrievedContext, SkillRef, Transformation
 
+if TYPE_CHECKING:
+    from kernelrag.config import Settings
+    from kernelrag.knowledge import KnowledgeStore
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.memory.skills import SkillLibrary
+    from kernelrag.patterns import OpPattern
+
 LOG_PASSAGES = 2          # extra passages from optimization logs of the same pattern
-
-
-def resolve_task(task: "str | Path") -> tuple[str, str | None]:
-    """(source, path or None) of a task given as a file path or as its source text."""
-    if isinstance(task, Path) or ("\n" not in str(task) and "class Model" not in str(task)):
-        path = Path(task).expanduser()
-        if not path.is_file():
-            raise TaskError(f"task file {str(task)!r} does not exist; give a KernelBench task file "
-                            "(class Model, get_inputs, get_init_inputs) or its source text")
-        return path.read_text(), str(path)
-    return str(task), None
 
 
 def passages_from_hits(hits: list[Any], start: int = 1) -> list[Passage]:
@@ -62,7 +60,8 @@ def _task_query(source: str, pattern: Any) -> str:
 class Retriever:
     """Reads the stores the facade holds; ``store`` and ``graph`` may be None."""
 
-    def __init__(self, settings: Any, *, library: Any, graph: Any = None, store: Any = None,
+    def __init__(self, settings: "Settings", *, library: "SkillLibrary", graph: "ReasoningGraph | None" = None,
+                 store: "KnowledgeStore | None" = None,
                  notes: list[str] | None = None):
         self.settings = settings
         self.library = library
@@ -95,14 +94,13 @@ class Retriever:
         return [m.skill.to_ref(m.score) for m in self.library.find(pattern, text=text, k=k)]
 
     # --- a task -----------------------------------------------------------------
-    def context(self, task: "str | Path", *, k: int | None = None, passages: bool = True,
+    def context(self, task: "Task | str | Path", *, k: int | None = None, passages: bool = True,
                 gpu: str | None = None) -> RetrievedContext:
         """Everything known about a task: pattern, passages, transformations, failures, skills."""
-        from kernelrag.patterns import op_pattern
-
-        source, path = resolve_task(task)
-        pattern = op_pattern(path or source)
-        ctx = RetrievedContext(task_source=source, task_path=path, pattern=pattern, notes=list(self.notes))
+        task = Task.of(task)
+        pattern = op_pattern(task)
+        ctx = RetrievedContext(task_source=task.source, task_path=task.path, pattern=pattern,
+                               notes=list(self.notes))
         if not pattern.known:
             ctx.notes.append(f"op pattern unknown ({pattern.reason}): no graph evidence or skill match")
         if passages and self.store is not None:

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernelrag.draft.codegen import generate_elementwise, load_task
+from kernelrag.draft.codegen import generate_elementwise
+from kernelrag.task import load_task
 from kernelrag.config import REPO_ROOT, load_settings
 from kernelrag.draft.offline import OfflineDrafter, constructor_mismatch, specialise
 from kernelrag.patterns import op_pattern

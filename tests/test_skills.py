@@ -247,7 +247,7 @@ def test_cli_graph(seed, tmp_path, capsys):
 
 
 def test_measurement_near_the_roofline_goes_to_review():
-    from kernelrag.bench.measure_skills import review_state
+    from kernelrag.memory.writeback import review_state
 
     at_limit = {"speedup_vs_eager": 1.0, "speedup_vs_compile": 1.3, "frac_roofline": 0.97}
     ordinary = {"speedup_vs_eager": 1.5, "speedup_vs_compile": 1.2, "frac_roofline": 0.6}

@@ -30,49 +30,16 @@ import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelrag.config import load_settings
 from kernelrag.errors import KernelRAGError
-from kernelrag.memory.storage import atomic_write_text, file_lock
 from kernelrag.memory.graph_query import outcome_from_verdict
 from kernelrag.memory.skills import Skill, SkillLibrary, alternative_transformations
-
-PROVENANCE_KEYS = ("gpu", "driver", "torch", "triton", "date", "device", "trials", "kernel_ms",
-                   "eager_ms", "compile_ms", "iqr_ms", "speedup_vs_eager", "speedup_vs_compile",
-                   "frac_roofline", "achieved_gbps", "achieved_tflops")
-
-
-def _get(v: Any, key: str, default: Any = None) -> Any:
-    return v.get(key, default) if isinstance(v, dict) else getattr(v, key, default)
-
-
-def _ms(v: Any, key: str) -> float | None:
-    t = _get(v, key)
-    return None if t is None else float(_get(t, "median_ms"))
-
-
-def _r(x: Any, nd: int = 4) -> Any:
-    return round(float(x), nd) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
-
-
-def provenance(v: Any, date: str) -> dict[str, Any]:
-    """skill.toml [provenance] from a timed verdict (numbers only from the verifier)."""
-    kernel = _get(v, "kernel_ms")
-    prov = {"gpu": _get(v, "gpu"), "driver": _get(v, "driver"), "torch": _get(v, "torch_version"),
-            "triton": _get(v, "triton_version"), "date": date, "device": _get(v, "device"),
-            "trials": _get(kernel, "trials") if kernel is not None else _get(v, "trials"),
-            "kernel_ms": _r(_ms(v, "kernel_ms"), 6), "eager_ms": _r(_ms(v, "eager_ms"), 6),
-            "compile_ms": _r(_ms(v, "compile_ms"), 6),
-            "iqr_ms": _r(_get(kernel, "iqr_ms"), 6) if kernel is not None else None,
-            "speedup_vs_eager": _r(_get(v, "speedup_vs_eager")),
-            "speedup_vs_compile": _r(_get(v, "speedup_vs_compile")),
-            "frac_roofline": _r(_get(v, "frac_roofline")), "achieved_gbps": _r(_get(v, "achieved_gbps"), 2),
-            "achieved_tflops": _r(_get(v, "achieved_tflops"), 3)}
-    return {k: prov[k] for k in PROVENANCE_KEYS if prov.get(k) is not None}
-
+from kernelrag.memory.writeback import (append_evidence, evidence_record, median_ms, provenance, review_state,
+                                        round_number, value_of)
+from kernelrag.patterns import op_pattern
 
 def _regime(skill: Skill) -> dict[str, Any]:
     try:
-        from kernelrag.patterns import op_pattern
-
         p = op_pattern(skill.reference_path)
     except Exception as exc:                     # the measurement does not depend on it
         print(f"  note: could not trace {skill.reference_path}: {exc}", file=sys.stderr)
@@ -87,17 +54,10 @@ def record(skill: Skill, v: Any, *, transformations: list[str], outcome: str, va
            regime: dict[str, Any], date: str) -> dict[str, Any]:
     """One evidence line (the reasoning graph's record format)."""
     dtypes = regime.get("dtypes") or skill.dtypes or ["unknown"]
-    return {"pattern": skill.pattern, "transformations": transformations,
-            "gpu": _get(v, "gpu") or _get(v, "device") or "unknown", "outcome": outcome,
-            "speedup_vs_eager": _r(_get(v, "speedup_vs_eager")),
-            "speedup_vs_compile": _r(_get(v, "speedup_vs_compile")), "dtype": dtypes[0],
-            "regime": regime, "log_id": f"seed-{date[:10]}-{skill.name}",
-            "skill": skill.name if variant == "kernel" else None,
-            "versions": {"torch": _get(v, "torch_version"), "triton": _get(v, "triton_version"),
-                         "driver": _get(v, "driver")},
-            "date": date, "detail": (_get(v, "reason") or "")[:300], "kernel_ms": _r(_ms(v, "kernel_ms"), 6),
-            "frac_roofline": _r(_get(v, "frac_roofline")),
-            "variant": variant}
+    return evidence_record(v, pattern=skill.pattern, transformations=transformations, outcome=outcome,
+                           dtype=dtypes[0], regime=regime, log_id=f"seed-{date[:10]}-{skill.name}",
+                           skill=skill.name if variant == "kernel" else None, date=date,
+                           detail=value_of(v, "reason") or "", variant=variant)
 
 
 def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout_s: float,
@@ -112,12 +72,12 @@ def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout
         main = verify_fn(str(skill.reference_path), str(skill.kernel_path), **options)
     except KernelRAGError as exc:                 # a malformed reference.py: the skill needs fixing
         main = {"ok": False, "status": "task_error", "reason": str(exc), "timed": False, "device": device}
-    on_gpu = _get(main, "device", device) != "cpu"
+    on_gpu = value_of(main, "device", device) != "cpu"
     regime = _regime(skill) if timed else {}
-    result = {"skill": skill.name, "ok": bool(_get(main, "ok")), "status": _get(main, "status"),
-              "reason": _get(main, "reason"), "summary": _summary(main), "timed": bool(_get(main, "timed")),
+    result = {"skill": skill.name, "ok": bool(value_of(main, "ok")), "status": value_of(main, "status"),
+              "reason": value_of(main, "reason"), "summary": _summary(main), "timed": bool(value_of(main, "timed")),
               "date": date, "provenance": None, "state": None, "records": [], "alternatives": []}
-    main_ms = _ms(main, "kernel_ms")
+    main_ms = median_ms(main, "kernel_ms")
     outcome = outcome_from_verdict(main)
     if result["timed"] and outcome:
         result["records"].append(record(skill, main, transformations=skill.transformations,
@@ -126,7 +86,7 @@ def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout
         result["provenance"] = provenance(main, date)
         result["review"] = review_state(skill.review_state, main)
         result["state"] = result["review"]["state"]
-    elif not result["ok"] and on_gpu and _get(main, "status") != "not_checkable":
+    elif not result["ok"] and on_gpu and value_of(main, "status") != "not_checkable":
         result["state"] = "needs_review"
     for alt in (skill.alternatives() if alternatives else []):
         variant = f"alternatives/{alt.name}"
@@ -141,55 +101,21 @@ def measure(skill: Skill, verify_fn: Callable[..., Any], *, device: str, timeout
             result["alternatives"].append({"variant": variant, "status": "task_error", "summary": str(exc)})
             continue
         alt_outcome = outcome_from_verdict(v)
-        alt_ms = _ms(v, "kernel_ms")
-        if _get(v, "ok") and alt_ms is not None and main_ms is not None and alt_ms > main_ms:
+        alt_ms = median_ms(v, "kernel_ms")
+        if value_of(v, "ok") and alt_ms is not None and main_ms is not None and alt_ms > main_ms:
             alt_outcome = "slower"
-        result["alternatives"].append({"variant": variant, "transformations": tids, "ok": bool(_get(v, "ok")),
-                                       "status": _get(v, "status"), "outcome": alt_outcome,
+        result["alternatives"].append({"variant": variant, "transformations": tids, "ok": bool(value_of(v, "ok")),
+                                       "status": value_of(v, "status"), "outcome": alt_outcome,
                                        "summary": _summary(v)})
-        if _get(v, "timed") and alt_outcome and result["timed"]:
+        if value_of(v, "timed") and alt_outcome and result["timed"]:
             result["records"].append(record(skill, v, transformations=tids, outcome=alt_outcome,
                                             variant=variant, regime=regime, date=date))
     return result
 
 
-def review_state(current: str, v: Any) -> dict[str, Any]:
-    """The state a timed, correct measurement earns: "verified", or "needs_review" with the
-    reasons when VERIFY.md 18 flags it (speedup over 10x, time within 10% of the roofline
-    floor). An approval a person already gave stands."""
-    from kernelrag.verify.roofline import review_flags
-
-    flags = review_flags(_get(v, "speedup_vs_eager"), _get(v, "speedup_vs_compile"), _get(v, "frac_roofline"))
-    if current == "approved":
-        return {"state": "approved", "flags": flags}
-    return {"state": "needs_review" if flags else "verified", "flags": flags}
-
-
 def _summary(v: Any) -> str:
     fn = getattr(v, "summary", None)
-    return fn() if callable(fn) else f"{_get(v, 'status')}: {_get(v, 'reason')}"
-
-
-def append_evidence(path: Path, records: list[dict[str, Any]]) -> None:
-    """Add records, replacing earlier ones of the same (log id, gpu, variant)."""
-    if not records:
-        return
-    keys = {(r["log_id"], r["gpu"], r.get("variant")) for r in records}
-    with file_lock(path):
-        kept = []
-        if path.is_file():
-            for line in path.read_text().splitlines():
-                if not line.strip():
-                    continue
-                try:
-                    old = json.loads(line)
-                except ValueError:
-                    kept.append(line)
-                    continue
-                if (old.get("log_id"), old.get("gpu"), old.get("variant")) not in keys:
-                    kept.append(line)
-        kept += [json.dumps(r, sort_keys=True) for r in records]
-        atomic_write_text(path, "\n".join(kept) + "\n")
+    return fn() if callable(fn) else f"{value_of(v, 'status')}: {value_of(v, 'reason')}"
 
 
 def apply(library: SkillLibrary, result: dict[str, Any], evidence_path: Path) -> None:
@@ -225,8 +151,6 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeout-s", type=float, default=300.0)
     ap.add_argument("--no-alternatives", action="store_true")
     args = ap.parse_args(argv)
-    from kernelrag.config import load_settings
-
     settings = load_settings()
     library = SkillLibrary(settings, seed_dir=args.seed_dir)
     evidence_path = args.out_evidence or library.seed_dir / "evidence.jsonl"

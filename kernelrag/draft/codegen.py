@@ -17,10 +17,10 @@ from __future__ import annotations
 import inspect
 import math
 import operator
-import sys
-import types
 from dataclasses import dataclass, field
 
+from kernelrag.patterns.trace import traced
+from kernelrag.task import Task
 from kernelrag.types import DraftResult
 
 TRANSFORMATIONS = ["elementwise_fusion", "fp32_accumulation"]
@@ -29,18 +29,6 @@ _FLOAT_DTYPES = {"torch.float32", "torch.float16", "torch.bfloat16"}
 
 class CodegenError(Exception):
     """The graph is not a whitelisted elementwise chain (message says which node)."""
-
-
-def load_task(source: str, name: str = "kernelrag_task") -> types.ModuleType:
-    """Execute a task's source as a fresh module (it is the user's own code)."""
-    module = types.ModuleType(name)
-    module.__file__ = f"<{name}>"
-    sys.modules[name] = module          # some task code looks itself up (dataclasses, pickling)
-    try:
-        exec(compile(source, module.__file__, "exec"), module.__dict__)
-    finally:
-        sys.modules.pop(name, None)
-    return module
 
 
 def _lit(value) -> str:
@@ -195,27 +183,27 @@ class ElementwiseChain:
     out_dtype: str = "torch.float32"
 
 
-def trace_chain(module: types.ModuleType) -> ElementwiseChain:
-    """Trace ``module.Model`` on the meta device and map it to tl expressions."""
+def trace_chain(task: "Task | str") -> ElementwiseChain:
+    """Map the task's fx graph (traced once, on the meta device, by ``patterns.trace``) to tl
+    expressions."""
     import torch
     import torch.fx
-    from torch.fx.passes.shape_prop import ShapeProp
 
-    with torch.device("meta"):
-        model = module.Model(*module.get_init_inputs())
-        inputs = list(module.get_inputs())
+    t = traced(task)
+    if t.build_error:
+        raise RuntimeError(f"could not build Model(*get_init_inputs()) on the meta device: {t.build_error}")
+    if t.inputs is None:
+        raise RuntimeError(t.note)
+    model = t.model
     if any(p.numel() for p in model.parameters()) or any(b.numel() for b in model.buffers()):
         raise CodegenError("the model has parameters or buffers; only parameter-free chains are generated")
-    try:
-        gm = torch.fx.symbolic_trace(model)
-    except Exception as exc:   # data-dependent control flow and friends
-        raise CodegenError(f"torch.fx cannot trace the model ({type(exc).__name__}: {exc})") from None
+    if t.tracer != "fx":   # data-dependent control flow and friends
+        raise CodegenError(f"torch.fx cannot trace the model ({t.errors[0] if t.errors else 'no graph'})")
+    gm = t.gm
     consts = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
     if consts:
         raise CodegenError(f"the model reads constant tensors ({', '.join(map(str, consts))}); "
                            "only chains over the forward inputs are generated")
-    with torch.device("meta"):     # tensors made inside forward land on meta too
-        ShapeProp(gm).propagate(*inputs)
     outputs = [n for n in gm.graph.nodes if n.op == "output"]
     out_arg = outputs[0].args[0]
     if not isinstance(out_arg, torch.fx.Node):
@@ -336,15 +324,16 @@ def render(chain: ElementwiseChain, title: str = "elementwise chain") -> str:
         call_args="".join(f"{name}, " for name in chain.inputs))
 
 
-def generate_elementwise(task_source: str, pattern: str = "") -> DraftResult:
+def generate_elementwise(task: "Task | str", pattern: str = "") -> DraftResult:
     """A fused Triton kernel for an elementwise-chain task, or ok=False saying why not."""
     try:
-        module = load_task(task_source)
+        task = Task.of(task)
+        module = task.executed()
         for needed in ("Model", "get_inputs", "get_init_inputs"):
             if not hasattr(module, needed):
                 raise CodegenError(f"the task defines no {needed} (KernelBench format needs Model, "
                                    "get_inputs, get_init_inputs)")
-        chain = trace_chain(module)
+        chain = trace_chain(task)
     except CodegenError as exc:
         return DraftResult(ok=False, method="codegen", pattern=pattern,
                            reason=f"not a generatable elementwise chain: {exc}")

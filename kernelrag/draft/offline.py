@@ -21,9 +21,15 @@ import inspect
 import re
 import tomllib
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kernelrag.draft.codegen import generate_elementwise
+from kernelrag.task import Task
 from kernelrag.types import DraftResult
+
+if TYPE_CHECKING:
+    from kernelrag.memory.skills import Skill, SkillLibrary
+    from kernelrag.patterns import OpPattern
 
 SIMILAR_MIN = 0.5
 _STATE_ORDER = {"approved": 0, "verified": 1, "draft": 2, "needs_review": 3}
@@ -34,7 +40,7 @@ class Plan:
     kind: str                 # "skill" | "codegen"
     key: str                  # skill name, or "codegen"
     why: str
-    skill: Any = None         # kernelrag.memory.skills.Skill
+    skill: "Skill | None" = None
     score: float = 1.0
 
 
@@ -86,7 +92,7 @@ def specialise(kernel_source: str, constants: dict[str, Any], task_module: Any) 
     return kernel_source, changed
 
 
-def declared_constants(skill: Any) -> dict[str, Any]:
+def declared_constants(skill: "Skill") -> dict[str, Any]:
     try:
         data = tomllib.loads(skill.toml_path.read_text())
     except (OSError, tomllib.TOMLDecodeError):
@@ -101,31 +107,34 @@ def float_dtypes(pattern: Any) -> set[str]:
     return {d for d in dtypes if d.startswith(("float", "bfloat", "half", "double"))}
 
 
-def task_init_inputs(task_module: Any) -> list[Any]:
-    import torch
-
-    with torch.device("meta"):       # tensors in init inputs cost nothing here
-        inputs = task_module.get_init_inputs()
-    return list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-
-
 class OfflineDrafter:
-    """Drafts from the skill library (and codegen); one candidate per call, best untried first."""
+    """Drafts from the skill library (and codegen); one candidate per call, best untried first.
 
-    def __init__(self, library: Any):
+    One drafter serves one run: the plan for a (task, backend, device) is made once, and a
+    codegen plan that failed is not tried again."""
+
+    def __init__(self, library: "SkillLibrary"):
         self.library = library
+        self._plans: dict[tuple, tuple[list[Plan], list[str]]] = {}
+        self._failed: dict[tuple, str] = {}      # (plan key, task hash) -> why it could not draft
 
-    def plan(self, task_source: str, pattern: Any, backend: str = "triton",
+    def plan(self, task: "Task | str", pattern: "OpPattern", backend: str = "triton",
              device: str | None = None) -> tuple[list[Plan], list[str]]:
         """(plans best first, notes on skills passed over and why). ``device="cpu"`` passes
         over skills that cannot be checked on a CPU (CUDA C++, bf16 tensor-core kernels)."""
-        from kernelrag.draft.codegen import load_task
+        task = Task.of(task)
+        key = (task.sha256, getattr(pattern, "signature", None), backend, device)
+        if key not in self._plans:
+            self._plans[key] = self._plan(task, pattern, backend, device)
+        plans, notes = self._plans[key]
+        return list(plans), list(notes)
 
+    def _plan(self, task: Task, pattern: "OpPattern", backend: str,
+              device: str | None) -> tuple[list[Plan], list[str]]:
         notes: list[str] = []
         if not getattr(pattern, "known", False):
             return [], [f"the task's op pattern is unknown ({getattr(pattern, 'reason', '')})"]
-        module = load_task(task_source)
-        init_inputs = task_init_inputs(module)
+        init_inputs = task.init_inputs()
         usable = [s for s in self.library.list(include_retired=False) if s.backend == backend]
         plans: list[Plan] = []
 
@@ -160,34 +169,31 @@ class OfflineDrafter:
                          f"(similarity {m.score:.2f})", m.score)
         return plans, notes
 
-    def closest(self, pattern: Any, k: int = 3) -> list[str]:
+    def closest(self, pattern: "OpPattern", k: int = 3) -> list[str]:
         if not getattr(pattern, "known", False):
             return []
         return [f"{m.skill.name} ({m.skill.pattern}, similarity {m.score:.2f})"
                 for m in self.library.find(pattern, k=k)]
 
-    def instantiate(self, skill: Any, task_source: str) -> DraftResult:
+    def instantiate(self, skill: "Skill", task: "Task | str") -> DraftResult:
         """The skill's kernel made ready for this task (constants specialised)."""
-        from kernelrag.draft.codegen import load_task
-
         source = skill.kernel_source()
         constants = declared_constants(skill)
         changed: list[str] = []
         if constants:
-            source, changed = specialise(source, constants, load_task(task_source))
+            source, changed = specialise(source, constants, Task.of(task).module())
         note = f" with {', '.join(changed)}" if changed else ""
         return DraftResult(ok=True, source=source, method="skill", skill=skill.name,
                            transformations=list(skill.transformations), pattern=skill.pattern,
                            reason=f"instantiated skill {skill.name}{note}")
 
-    def draft(self, task_source: str, pattern: Any, backend: str = "triton",
+    def draft(self, task: "Task | str", pattern: "OpPattern", backend: str = "triton",
               exclude: set[str] | frozenset[str] = frozenset(), device: str | None = None) -> DraftResult:
         """The best candidate whose key (skill name or "codegen") is not in ``exclude``."""
-        from kernelrag.draft.codegen import generate_elementwise
-
         sig = getattr(pattern, "signature", "unknown")
         try:
-            plans, notes = self.plan(task_source, pattern, backend, device)
+            task = Task.of(task)
+            plans, notes = self.plan(task, pattern, backend, device)
         except Exception as exc:    # the task's own code failed while loading
             return DraftResult(ok=False, method="offline", pattern=sig,
                                reason=f"could not load the task ({type(exc).__name__}: {exc})")
@@ -196,12 +202,17 @@ class OfflineDrafter:
             if p.key in exclude:
                 continue
             if p.kind == "codegen":
-                result = generate_elementwise(task_source, sig)
+                done = self._failed.get((p.key, task.sha256, sig))
+                if done is not None:          # failed once for this task: not retried
+                    failed.append(done)
+                    continue
+                result = generate_elementwise(task, sig)
                 if not result.ok:
+                    self._failed[(p.key, task.sha256, sig)] = result.reason
                     failed.append(result.reason)
                     continue
             else:
-                result = self.instantiate(p.skill, task_source)
+                result = self.instantiate(p.skill, task)
             result.pattern = sig
             result.reason = f"{p.why}; {result.reason}"
             return result

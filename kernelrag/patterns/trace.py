@@ -10,34 +10,13 @@ from __future__ import annotations
 import contextlib
 import io
 import types
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernelrag.errors import TaskError
-from kernelrag.patterns.pattern import OpPattern, category_of, size_class, unknown
 from kernelrag.patterns.canon import Op, canonical_ops, compose
-
-
-def load_task(task: "str | Path") -> tuple[types.ModuleType, str]:
-    """Execute a task file (or task source) as a fresh module; returns (module, label)."""
-    text, label = None, "<task source>"
-    if isinstance(task, Path) or ("\n" not in str(task) and len(str(task)) < 4096):
-        path = Path(task).expanduser()
-        if not path.is_file():
-            raise TaskError(f"task file {str(task)!r} does not exist; give a KernelBench task file or its source")
-        text, label = path.read_text(), str(path)
-    else:
-        text = str(task)
-    module = types.ModuleType("kernelrag_task")
-    module.__file__ = label
-    try:
-        exec(compile(text, label, "exec"), module.__dict__)
-    except SyntaxError as exc:
-        raise TaskError(f"{label} is not valid Python: {exc}; fix the task file") from None
-    if not isinstance(getattr(module, "Model", None), type):
-        raise TaskError(f"{label} defines no class Model; a KernelBench task needs Model, "
-                        "get_inputs() and get_init_inputs()")
-    return module, label
+from kernelrag.patterns.pattern import OpPattern, category_of, size_class, unknown
+from kernelrag.task import Task
 
 
 def _short(exc: BaseException) -> str:
@@ -73,11 +52,11 @@ def _build(module: types.ModuleType) -> tuple[Any, list | None, str]:
     return model, inputs, note
 
 
-def _trace(model: Any, inputs: list | None) -> tuple[Any, set[str], str]:
-    """(graph module, names of placeholders that are parameters, tracer)."""
+def _trace(model: Any, inputs: list | None, errors: list[str]) -> tuple[Any, set[str], str]:
+    """(graph module, names of placeholders that are parameters, tracer); ``errors`` collects
+    why a tracer failed."""
     import torch
 
-    errors = []
     try:
         gm = torch.fx.symbolic_trace(model)
         if inputs is not None:
@@ -92,7 +71,8 @@ def _trace(model: Any, inputs: list | None) -> tuple[Any, set[str], str]:
     except Exception as exc:
         errors.append(f"torch.fx: {_short(exc)}")
     if inputs is None:
-        raise RuntimeError(errors[0] + "; torch.export needs get_inputs(), which failed")
+        errors.append("torch.export needs get_inputs(), which failed")
+        raise RuntimeError("; ".join(errors))
     try:
         # export prints the whole partial graph to stderr when it fails; keep it quiet
         with _meta_device(), contextlib.redirect_stderr(io.StringIO()):
@@ -191,35 +171,68 @@ def graph_ops(gm: Any, param_placeholders: set[str]) -> tuple[list[Op], set[int]
     return ops, outputs, out_shape
 
 
-def trace_task(task: "str | Path") -> OpPattern:
-    module, label = load_task(task)
+@dataclass
+class Traced:
+    """A task built and traced on the meta device, once per task value (the pattern and the
+    elementwise codegen both read it)."""
+
+    model: Any = None
+    inputs: list | None = None
+    note: str = ""                         # why get_inputs() could not be used
+    gm: Any = None                         # the traced graph module, None when tracing failed
+    params: set[str] = field(default_factory=set)
+    tracer: str = ""                       # "fx" | "export" | ""
+    errors: list[str] = field(default_factory=list)   # why each tracer failed
+    build_error: str = ""                  # why Model(*get_init_inputs()) could not be built
+
+
+def traced(task: "Task | str | Path") -> Traced:
+    """The task's model, inputs and traced graph (built and traced once per task value)."""
+    task = Task.of(task)
+    return task.memo("traced", lambda: _traced(task.module()))
+
+
+def _traced(module: types.ModuleType) -> Traced:
     try:
         model, inputs, note = _build(module)
     except Exception as exc:
-        return unknown(f"could not build Model(*get_init_inputs()) on the meta device: {_short(exc)}")
+        return Traced(build_error=_short(exc))
+    out = Traced(model=model, inputs=inputs, note=note)
     try:
-        gm, params, tracer = _trace(model, inputs)
-    except Exception as exc:
-        return unknown(f"untraceable: {exc}", _regime(inputs, None))
+        out.gm, out.params, out.tracer = _trace(model, inputs, out.errors)
+    except Exception:
+        pass                                 # out.errors says why
+    return out
+
+
+def trace_task(task: "Task | str | Path") -> OpPattern:
+    t = traced(task)
+    if t.build_error:
+        return unknown(f"could not build Model(*get_init_inputs()) on the meta device: {t.build_error}")
+    if t.gm is None:
+        return unknown(f"untraceable: {'; '.join(t.errors)}", _regime(t.inputs, None))
+    inputs = t.inputs
     try:
-        ops, outputs, out_shape = graph_ops(gm, params)
+        ops, outputs, out_shape = graph_ops(t.gm, t.params)
     except Exception as exc:
         return unknown(f"could not canonicalise the traced graph: {_short(exc)}", _regime(inputs, None))
     ops = compose(ops, outputs)
     names = [op.token() for op in ops] or ["identity"]
     regime = _regime(inputs, out_shape)
-    if note:
-        regime["note"] = note
+    if t.note:
+        regime["note"] = t.note
     return OpPattern(signature=">".join(names), ops=names, category=category_of(names),
-                     regime=regime, known=True, traced_with=tracer)
+                     regime=regime, known=True, traced_with=t.tracer)
 
 
-def op_pattern(task: "str | Path") -> OpPattern:
-    """The op pattern of a KernelBench task (a file path or its source text).
+def op_pattern(task: "Task | str | Path") -> OpPattern:
+    """The op pattern of a KernelBench task (a Task, a file path or its source text).
 
     Builds ``Model(*get_init_inputs())`` and ``get_inputs()`` on the meta device
     (no memory, no compute), traces with torch.fx (torch.export as a fallback) and
     propagates shapes. A task that cannot be traced gives ``known=False`` and the
-    reason; a file that is not a task at all raises TaskError.
+    reason; a file that is not a task at all raises TaskError. Computed once per
+    task value.
     """
-    return trace_task(task)
+    task = Task.of(task)
+    return task.memo("pattern", lambda: trace_task(task))
