@@ -4,6 +4,10 @@ Each command lives in ``kernelrag/commands/<name>.py`` with two functions:
 ``add_arguments(parser)`` and ``run(args) -> int``. Only the chosen command's
 module is imported, so ``kernelrag --help`` stays fast.
 
+Every command calls the facade (``kernelrag.api.KernelRAG``) only, except ``verify``
+and ``bench``: they call ``kernelrag.verify`` and ``kernelrag.bench`` directly, because
+they must run on a bare GPU machine (torch, triton, numpy and networkx only).
+
 Exit codes: 0 success, 1 the job ran but failed (a kernel rejected, some files
 not ingested), 2 bad usage or settings.
 """
@@ -11,7 +15,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
+
+from kernelrag import __version__
+from kernelrag.errors import KernelRAGError
 
 # name -> one-line help. Order is the order shown by --help.
 COMMANDS: dict[str, str] = {
@@ -36,8 +44,6 @@ def _load(name: str):
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
-    from kernelrag import __version__
-
     parser = argparse.ArgumentParser(
         prog="kernelrag",
         description="Retrieval-augmented GPU-kernel assistant with a verified skill memory.",
@@ -65,8 +71,6 @@ def main(argv: list[str] | None = None) -> int:
     if args.command is None:
         parser.print_help()
         return EXIT_USAGE
-    from kernelrag.errors import KernelRAGError
-
     try:
         return int(_load(args.command).run(args) or 0)
     except KernelRAGError as exc:
@@ -76,8 +80,6 @@ def main(argv: list[str] | None = None) -> int:
         print("interrupted", file=sys.stderr)
         return 130
     except BrokenPipeError:          # output piped into `head` and the reader left: not an error
-        import os
-
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_OK
 

@@ -27,6 +27,10 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ToolError
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernelrag import __version__
+from kernelrag.api import KernelRAG
+from kernelrag.errors import ConfigError, KernelRAGError
+
 log = logging.getLogger("kernelrag.mcp")
 T = TypeVar("T")
 
@@ -222,24 +226,20 @@ def generate_out(result: Any) -> GenerateOut:
 
 
 # --- the facade, one per server process -------------------------------------------------------
-_api: Any = None
+_api: KernelRAG | None = None
 _api_lock = threading.Lock()
 
 
-def facade() -> Any:
+def facade() -> KernelRAG:
     global _api
     with _api_lock:
         if _api is None:
-            from kernelrag.api import KernelRAG
-
             _api = KernelRAG()
         return _api
 
 
 def guarded(tool: str, work: Callable[[], T]) -> T:
     """Run a tool body; any failure becomes a tool error whose text says what went wrong."""
-    from kernelrag.errors import KernelRAGError
-
     try:
         return work()
     except ToolError:
@@ -249,15 +249,6 @@ def guarded(tool: str, work: Callable[[], T]) -> T:
     except Exception as exc:
         log.exception("tool %s failed", tool)
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
-
-
-def _pattern_of(api: Any, task_or_pattern: str) -> Any:
-    from kernelrag.patterns import from_signature
-
-    text = task_or_pattern.strip()
-    if "\n" in text or text.endswith(".py"):
-        return api.pattern(text)
-    return from_signature(text)
 
 
 # --- the tools -------------------------------------------------------------------------
@@ -281,7 +272,7 @@ def suggest_transformations(
     """Transformations the reasoning graph ranks for a pattern, with the evidence behind each rank."""
     def work() -> SuggestResult:
         api = facade()
-        pattern = _pattern_of(api, task_or_pattern)
+        pattern = api.as_pattern(task_or_pattern.strip())
         found = api.suggest(pattern, gpu=gpu, k=k)
         return SuggestResult(pattern=getattr(pattern, "signature", str(pattern)),
                              transformations=[TransformationOut.model_validate(t.to_dict()) for t in found])
@@ -295,12 +286,12 @@ def find_skills(query: Annotated[str, Field(description="words to match (name, s
     """Skills (verified kernels) ranked by pattern similarity and word overlap; retired ones are left out."""
     def work() -> FindSkillsResult:
         api = facade()
-        pattern = _pattern_of(api, task_or_pattern) if task_or_pattern else None
+        pattern = api.as_pattern(task_or_pattern.strip()) if task_or_pattern else None
         if pattern is not None and not getattr(pattern, "known", True):
             raise ToolError(f"op pattern unknown: {getattr(pattern, 'reason', '')}; pass a pattern such as "
                             "'softmax[dim=-1]' or a KernelBench task")
-        matches = api.library.find(pattern, text=query or None, k=k)
-        return FindSkillsResult(skills=[skill_summary(m.skill.to_ref(m.score)) for m in matches])
+        refs = api.find_skills(pattern, text=query or None, k=k)
+        return FindSkillsResult(skills=[skill_summary(ref) for ref in refs])
     return guarded("find_skills", work)
 
 
@@ -311,7 +302,7 @@ def get_skill(name: Annotated[str, Field(description="the skill's name, e.g. 'so
         s = api.skill(name)
         return SkillDetail.model_validate({
             **s.to_ref().to_dict(), "source": s.source, "dtypes": s.dtypes, "shapes": s.shapes,
-            "provenance": s.provenance, "stale": api.library.is_stale(s),
+            "provenance": s.provenance, "stale": api.is_stale(s),
             "kernel_source": s.kernel_source(), "reference_source": s.reference_source()})
     return guarded("get_skill", work)
 
@@ -369,11 +360,9 @@ TOOLS = (search_docs, suggest_transformations, find_skills, get_skill, verify_ke
          record_outcome)
 
 
-def build_server(api: Any = None) -> MCPServer:
+def build_server(api: KernelRAG | None = None) -> MCPServer:
     """The MCP server; ``api`` (a KernelRAG) is created on first use when not given."""
     global _api
-    from kernelrag import __version__
-
     if api is not None:
         _api = api
     server = MCPServer("kernelrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
@@ -390,6 +379,4 @@ def serve(transport: str = "stdio", host: str = "127.0.0.1", port: int = 8765) -
     elif transport == "http":
         server.run("streamable-http", host=host, port=port)
     else:
-        from kernelrag.errors import ConfigError
-
         raise ConfigError(f"transport {transport!r} is not one of stdio, http")

@@ -16,11 +16,15 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import gradio as gr
 
+from kernelrag.errors import KernelRAGError
 from ui import render
+
+if TYPE_CHECKING:
+    from kernelrag.api import KernelRAG
 
 log = logging.getLogger("kernelrag.ui")
 CHAT_K = 5
@@ -31,20 +35,18 @@ DEVICES = ("auto", "cpu", "cuda")
 class Session:
     """One browser session's view of the facade (its own LLM settings and device)."""
 
-    api: Any = None                  # a KernelRAG with this session's LLM settings; None = the shared one
+    api: "KernelRAG | None" = None   # a KernelRAG with this session's LLM settings; None = the shared one
     device: str | None = None        # None = settings.device
     llm_label: str = ""
 
 
 def error_text(exc: BaseException) -> str:
-    from kernelrag.errors import KernelRAGError
-
     if isinstance(exc, KernelRAGError):
         return str(exc)
     return f"{type(exc).__name__}: {exc}"
 
 
-def mode_markdown(api: Any, session: Session | None) -> str:
+def mode_markdown(api: "KernelRAG", session: Session | None) -> str:
     s = (session.api if session and session.api else api).settings
     device = (session.device if session and session.device else None) or s.device
     if s.llm_enabled:
@@ -58,10 +60,10 @@ def mode_markdown(api: Any, session: Session | None) -> str:
 class Handlers:
     """The UI's event handlers over one shared facade."""
 
-    def __init__(self, api: Any):
+    def __init__(self, api: "KernelRAG"):
         self.api = api
 
-    def _api(self, session: Session | None) -> Any:
+    def _api(self, session: Session | None) -> "KernelRAG":
         return session.api if session is not None and session.api is not None else self.api
 
     def _device(self, session: Session | None) -> str | None:
@@ -114,7 +116,7 @@ class Handlers:
             pattern = self.api.pattern(code)
             if not pattern.known:
                 return f"### Suggestions\nOp pattern unknown ({render.md_escape(pattern.reason)}): no graph evidence."
-            skills = [m.skill.to_ref(m.score) for m in self.api.library.find(pattern, k=3)]
+            skills = self.api.find_skills(pattern, k=3)
             return render.suggestions_markdown(pattern.signature, self.api.suggest(pattern), skills)
         except Exception as exc:
             return f"**Error:** {error_text(exc)}"
@@ -195,7 +197,7 @@ class Handlers:
             return "", "", ""
         try:
             s = self.api.skill(name)
-            return render.skill_markdown(s, self.api.library.is_stale(s)), s.kernel_source(), s.reference_source()
+            return render.skill_markdown(s, self.api.is_stale(s)), s.kernel_source(), s.reference_source()
         except Exception as exc:
             return f"**Error:** {error_text(exc)}", "", ""
 
@@ -204,8 +206,9 @@ class Handlers:
         if not name:
             return ("**Error:** pick a skill first.",) + (gr.skip(),) * 4
         try:
-            fn = getattr(self.api, action, None) or getattr(self.api.library, action)
-            skill = fn(name)
+            if action not in ("approve", "retire"):
+                raise ValueError(f"action {action!r} is not one of approve, retire")
+            skill = getattr(self.api, action)(name)
             message = f"`{name}` is now **{skill.review_state}**."
         except Exception as exc:
             message = f"**Error:** {error_text(exc)}"
@@ -216,8 +219,6 @@ class Handlers:
     def apply_settings(self, base_url: str, model: str, key: str, device: str,
                        session: Session | None) -> tuple:
         """A session-only facade with this LLM endpoint; the key field is cleared after use."""
-        from kernelrag.config import replace
-
         session = session or Session()
         try:
             if device not in DEVICES:
@@ -225,19 +226,18 @@ class Handlers:
             base_url, model = (base_url or "").strip(), (model or "").strip()
             if base_url and not base_url.startswith(("http://", "https://")):
                 raise ValueError(f"LLM base URL {base_url!r} must start with http:// or https://")
-            from kernelrag.api import KernelRAG
-
             base = self.api.settings
             if base_url:
                 # the server's own key goes only to the server's own endpoint, never to one typed here
                 fallback = base.llm_api_key if base_url == base.llm_base_url else None
-                settings = replace(base, llm_base_url=base_url, llm_model=model or base.llm_model,
-                                   llm_api_key=(key or "").strip() or fallback)
-                session = Session(api=KernelRAG(settings=settings), device=device)
+                api = self.api.with_settings(llm_base_url=base_url, llm_model=model or base.llm_model,
+                                             llm_api_key=(key or "").strip() or fallback)
+                settings = api.settings
+                session = Session(api=api, device=device)
                 message = (f"LLM set for this browser session: `{settings.llm_model}` at `{base_url}` "
                            f"(key {'given, kept in memory only' if settings.llm_api_key else 'not given'}).")
             elif base.llm_enabled:
-                session = Session(api=KernelRAG(settings=replace(base, llm_base_url=None)), device=device)
+                session = Session(api=self.api.with_settings(llm_base_url=None), device=device)
                 message = "LLM turned off for this browser session: working offline."
             else:
                 session = Session(api=None, device=device)

@@ -1,4 +1,4 @@
-"""The benchmark runner: for every task, draft a kernel and let the verifier judge it.
+"""The benchmark runner: every task goes through the generate loop users run.
 
     PYTHONPATH=. python3 -m kernelrag.bench bench/tasks --device cuda \
         --results bench/results/h200-2026-11-29.json --budget-s 540
@@ -14,8 +14,11 @@ Run it again until it prints "complete". Any directory of KernelBench-format fil
 works (e.g. a KernelBench checkout's ``level1/``); tasks it cannot handle are listed
 with the reason.
 
-Imports only stdlib, torch, triton and networkx (through kernelrag's L0/L1/L4), so it
-runs on a GPU machine that has nothing else.
+Each task runs through ``kernelrag.generate.Loop``, the loop ``kernelrag generate``
+runs: the offline drafter, or the LLM drafter when one is configured; the memory
+round with ``--memory``. It writes back graph evidence only (never a learned skill,
+never an optimization log). Without a knowledge store it needs only stdlib, torch,
+triton and networkx, so it runs on a GPU machine that has nothing else.
 """
 from __future__ import annotations
 
@@ -27,9 +30,18 @@ import platform
 import sys
 import time
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from kernelrag.bench.report import finish_entry, summarize
+from kernelrag.config import load_settings
+from kernelrag.generate import Loop, Parts, resolve_device
+from kernelrag.memory.graph import ReasoningGraph
+from kernelrag.memory.skills import SkillLibrary
+from kernelrag.memory.writeback import append_evidence, evidence_record
+from kernelrag.patterns import op_pattern
+from kernelrag.retrieve import Retriever
+from kernelrag.task import Task
+from kernelrag.types import GenerateResult, Round
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -84,39 +96,63 @@ def task_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-def _vget(verdict: Any, key: str) -> Any:
-    return verdict.get(key) if isinstance(verdict, dict) else getattr(verdict, key, None)
+def bench_parts(settings: Any) -> Parts:
+    """The loop's parts as the benchmark uses them: the skill library, the reasoning graph
+    (evidence goes there), the LLM when one is configured, no knowledge store."""
+    notes: list[str] = []
+    library = SkillLibrary(settings)
+    try:
+        graph = ReasoningGraph(settings)
+    except Exception as exc:        # a corrupt graph file must not stop the benchmark
+        graph = None
+        notes.append(f"reasoning graph not used: {exc}")
+    llm = None
+    if settings.llm_enabled:
+        from kernelrag.draft.llm import LLMClient
+
+        llm = LLMClient(settings)
+    retriever = Retriever(settings, library=library, graph=graph, store=None, notes=notes)
+    return Parts(settings=settings, library=library, retriever=retriever, graph=graph, llm=llm, notes=[])
 
 
-def solve_offline(task_src: str, library: Any, *, device: str, rounds: int, timeout_s: float,
-                  verify_fn: Callable[..., Any]) -> dict[str, Any]:
-    """Offline drafter + verifier, trying the next-best skill after a rejected draft."""
-    from kernelrag.draft.offline import OfflineDrafter
-    from kernelrag.patterns import op_pattern
+def _method(r: Round) -> str:
+    if r.drafter == "llm":
+        return "llm"
+    return "skill" if r.skill else "codegen"
 
-    pattern = op_pattern(task_src)
+
+def entry_from(result: GenerateResult, entry: dict[str, Any]) -> dict[str, Any]:
+    """The results-file entry of one generate run: every attempt, the last verdict."""
+    for r in result.rounds:
+        if r.verdict is None:
+            if not entry["attempts"]:
+                entry.update(status="no_candidate", reason=r.error or result.reason)
+            continue
+        method = _method(r)
+        entry["attempts"].append({"skill": r.skill, "method": method, "drafter": r.drafter,
+                                  "transformations": list(r.transformations),
+                                  "status": r.verdict.status, "reason": r.verdict.reason})
+        entry.update(skill=r.skill, method=method, transformations=list(r.transformations))
+    if result.verdict is not None:
+        vd = result.verdict.to_dict()
+        entry.update(status=vd.get("status"), reason=vd.get("reason"), verdict=vd)
+    elif "status" not in entry:
+        entry.update(status="no_candidate", reason=result.reason)
+    return entry
+
+
+def solve(task: Task, parts: Parts, *, device: str, rounds: int, use_memory: bool = False,
+          log_id: str | None = None) -> dict[str, Any]:
+    """One task through the generate loop (graph evidence only written back)."""
+    pattern = op_pattern(task)
     entry: dict[str, Any] = {"pattern": pattern.signature, "category": pattern.category,
                              "pattern_known": pattern.known, "attempts": []}
     if not pattern.known:
         entry.update(status="unhandled", reason=f"op pattern unknown: {pattern.reason}")
         return entry
-    drafter, tried, verdict = OfflineDrafter(library), set(), None
-    for _ in range(rounds):
-        d = drafter.draft(task_src, pattern, "triton", exclude=tried)
-        if not d.ok:
-            if not entry["attempts"]:
-                entry.update(status="no_candidate", reason=d.reason)
-            break
-        tried.add(d.skill or d.method)
-        verdict = verify_fn(task_src, d.source, device=device, timeout_s=timeout_s)
-        entry["attempts"].append({"skill": d.skill, "method": d.method, "transformations": d.transformations,
-                                  "status": _vget(verdict, "status"), "reason": _vget(verdict, "reason")})
-        entry.update(skill=d.skill, method=d.method, transformations=list(d.transformations or []))
-        if _vget(verdict, "ok"):
-            break
-    if verdict is not None:
-        vd = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
-        entry.update(status=vd.get("status"), reason=vd.get("reason"), verdict=vd)
+    result = Loop(parts, task, backend="triton", max_rounds=rounds, device=device, use_memory=use_memory,
+                  write_back="evidence", log_id=log_id).run()
+    entry_from(result, entry)
     return entry
 
 
@@ -125,30 +161,19 @@ def record_negative_evidence(entry: dict[str, Any], gpu: str, evidence_path: Pat
     sc = entry.get("speedup_vs_compile")
     if not entry.get("correct") or sc is None or sc >= 1.0 or not entry.get("transformations"):
         return
-    from kernelrag.bench.measure_skills import append_evidence
-
-    record = {"pattern": entry["pattern"], "transformations": entry["transformations"], "gpu": gpu,
-              "outcome": "slower", "speedup_vs_eager": entry.get("speedup_vs_eager"),
-              "speedup_vs_compile": sc, "dtype": (entry.get("verdict") or {}).get("dtype") or "unknown",
-              "regime": {}, "log_id": log_id, "skill": None, "versions": {}, "date": today(),
-              "detail": f"bench task {entry['task']}: {sc:.2f}x vs torch.compile", "kernel_ms": entry.get("kernel_ms"),
-              "variant": f"bench/{entry['task']}"}
+    verdict = entry.get("verdict") or {}
+    record = evidence_record(verdict, pattern=entry["pattern"], transformations=entry["transformations"], gpu=gpu,
+                             outcome="slower", log_id=log_id, date=today(), kernel_ms=entry.get("kernel_ms"),
+                             detail=f"bench task {entry['task']}: {sc:.2f}x vs torch.compile",
+                             variant=f"bench/{entry['task']}")
     entry["negative_evidence"] = True
     if evidence_path is not None:
         append_evidence(evidence_path, [record])
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrag.config import load_settings
-    from kernelrag.memory.skills import SkillLibrary
-    from kernelrag.verify import verify_source
-
-    settings = load_settings(device=None if args.device == "auto" else args.device)
-    device = args.device
-    if device == "auto":
-        import torch
-
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(args.device)
+    settings = load_settings(device=device, verify_timeout_s=args.timeout_s)
     tasks = task_files([Path(p) for p in args.tasks])
     if args.only:
         wanted = set(args.only.split(","))
@@ -157,7 +182,7 @@ def run(args: argparse.Namespace) -> int:
     results = load_results(results_path)
     results["machine"] = machine_info(device)
     results["suite"] = [str(t) for t in tasks]
-    library = SkillLibrary(settings)
+    parts = bench_parts(settings)
     if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
         from kernelrag.verify.ceilings import get_ceilings
 
@@ -172,9 +197,10 @@ def run(args: argparse.Namespace) -> int:
                   f"{len(todo) - i + 1} tasks left: run again to resume", flush=True)
             return EXIT_INCOMPLETE
         t0 = time.perf_counter()
+        log_id = f"bench-{today()}-{path.stem}"
         try:
-            entry = solve_offline(path.read_text(), library, device=device, rounds=args.rounds,
-                                  timeout_s=args.timeout_s, verify_fn=verify_source)
+            entry = solve(Task.of(path), parts, device=device, rounds=args.rounds, use_memory=args.memory,
+                          log_id=log_id)
         except Exception as exc:      # a task file kernelrag cannot even load: listed, not dropped
             entry = {"status": "unhandled", "reason": f"{type(exc).__name__}: {exc}"[:400], "attempts": []}
         entry.update(task=path.stem, path=str(path), wall_s=round(time.perf_counter() - t0, 2))
@@ -182,8 +208,7 @@ def run(args: argparse.Namespace) -> int:
         v = entry.get("verdict") or {}
         if v.get("gpu"):
             results["machine"].setdefault("driver", v.get("driver"))
-        record_negative_evidence(entry, results["machine"].get("gpu", device), args.evidence,
-                                 f"bench-{today()}-{path.stem}")
+        record_negative_evidence(entry, results["machine"].get("gpu", device), args.evidence, log_id)
         results["tasks"][path.stem] = entry
         results["summary"] = summarize(results)
         _atomic_write_json(results_path, results)
@@ -206,7 +231,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
     p.add_argument("--results", help="results JSON (default bench/results/<h200|cpu>-<date>.json); resumed if present")
     p.add_argument("--only", help="comma-separated task names")
-    p.add_argument("--rounds", type=int, default=2, help="drafts to try per task (default 2)")
+    p.add_argument("--rounds", type=int, default=2, help="rounds of the generate loop per task (default 2)")
+    p.add_argument("--memory", action="store_true",
+                   help="answer from a verified skill of the task's pattern first, as `kernelrag generate` does")
     p.add_argument("--timeout-s", type=float, default=240.0, help="verifier timeout per candidate")
     p.add_argument("--budget-s", type=float, default=0.0, help="stop before this many seconds; re-run to resume")
     p.add_argument("--evidence", type=Path, default=None,

@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from kernelrag.bench.report import write_report
+from kernelrag.bench.runner import build_parser
+from kernelrag.bench.runner import run as run_bench
 
 EXAMPLE = """examples:
   kernelrag bench bench/tasks --device cuda --budget-s 540     # re-run until it prints "complete"
@@ -10,8 +15,6 @@ EXAMPLE = """examples:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernelrag.bench.runner import build_parser
-
     parser.epilog = EXAMPLE
     build_parser(parser)
     parser.add_argument("--report", metavar="RESULTS_JSON", help="only write the table and plot of a results file")
@@ -19,13 +22,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     if args.report:
-        from pathlib import Path
-
-        from kernelrag.bench.report import write_report
-
         for path in write_report(Path(args.report)):
             print(path)
         return 0
-    from kernelrag.bench.runner import run as run_bench
-
     return run_bench(args)

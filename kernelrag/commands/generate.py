@@ -2,6 +2,12 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+from pathlib import Path
+
+from kernelrag.api import KernelRAG
+from kernelrag.errors import TaskError
 
 EXAMPLE = """examples:
   kernelrag generate bench/tasks/softmax.py
@@ -27,16 +33,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-    from pathlib import Path
-
-    from kernelrag.api import KernelRAG
-
     if args.rounds is not None and args.rounds < 1:
         print(f"kernelrag generate: --rounds {args.rounds} must be at least 1", file=sys.stderr)
         return 2
-    if not Path(args.task).is_file():
+    kr = KernelRAG()
+    try:
+        task = kr.task(Path(args.task))
+    except TaskError:
         print(f"kernelrag generate: task file {args.task!r} does not exist", file=sys.stderr)
         return 2
 
@@ -46,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"round {r.index} [{r.drafter}{' ' + r.skill if r.skill else ''}]: {status}",
                   file=sys.stderr, flush=True)
 
-    result = KernelRAG().generate(args.task, backend=args.backend, max_rounds=args.rounds,
+    result = kr.generate(task, backend=args.backend, max_rounds=args.rounds,
                                   device=args.device, on_round=progress, use_memory=not args.no_memory)
     if args.out and result.source:
         Path(args.out).write_text(result.source)

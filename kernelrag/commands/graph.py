@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+
+from kernelrag.api import KernelRAG
+from kernelrag.types import plain
 
 EXAMPLE = """examples:
   kernelrag graph suggest tasks/softmax.py            # trace the task, rank transformations
@@ -42,47 +47,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                    help="default: from the file suffix, else graphml")
 
 
-def _pattern(target: str):
-    from pathlib import Path
-
-    from kernelrag.patterns import from_signature, op_pattern
-
-    if Path(target).is_file():
-        return op_pattern(target)
-    return from_signature(target)
-
-
 def _print_json(data) -> None:
-    import json
-
-    from kernelrag.types import plain
-
     print(json.dumps(plain(data), indent=2, default=str))
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from kernelrag.memory.graph import ReasoningGraph
-
     action = getattr(args, "action", None)
     if not action:
         print("kernelrag graph: give an action: suggest, why, show, failures, export "
               "(see kernelrag graph --help)", file=sys.stderr)
         return 2
-    graph = ReasoningGraph()
-    for warning in graph.warnings:
+    kr = KernelRAG()
+    for warning in kr.graph_warnings:
         print(f"warning: {warning}", file=sys.stderr)
 
     if action == "suggest":
-        pattern = _pattern(args.target)
+        pattern = kr.as_pattern(args.target)
         if not pattern.known:
             print(f"kernelrag graph: the task's op pattern is unknown: {pattern.reason}", file=sys.stderr)
             return 1
-        rows = graph.suggest(pattern, gpu=args.gpu, k=args.k)
+        rows = kr.suggestions(pattern, gpu=args.gpu, k=args.k)
         if args.json:
             _print_json({"pattern": pattern.signature, "category": pattern.category, "suggestions": rows,
-                         "skills": graph.skills_for(pattern)})
+                         "skills": kr.skills_for(pattern)})
             return 0
         print(f"pattern {pattern.signature} ({pattern.category})")
         if not rows:
@@ -91,24 +78,18 @@ def run(args: argparse.Namespace) -> int:
             print("  " + s.line())
             if s.log_ids:
                 print("      evidence: " + ", ".join(s.log_ids[:4]) + (" ..." if len(s.log_ids) > 4 else ""))
-        lost = [(None, f) for f in graph.failures(pattern, gpu=args.gpu)]
-        if not lost:      # nothing on this exact pattern: what lost on its nearest relatives
-            from kernelrag.patterns import category_of
-
-            lost = [(other, f) for other in graph.patterns()
-                    if other != pattern.signature and category_of(other) == pattern.category
-                    for f in graph.failures(other, gpu=args.gpu)]
+        lost = kr.borrowed_failures(pattern, gpu=args.gpu)
         if lost:
             print("tried and lost (negative evidence):")
             for other, f in lost[:6]:
                 print("  " + f.line() + (f"  [on similar pattern {other}]" if other else ""))
-        skills = graph.skills_for(pattern)
+        skills = kr.skills_for(pattern)
         if skills:
             print("skills implementing it: " + ", ".join(skills))
         return 0
 
     if action == "why":
-        ev = graph.why(_pattern(args.pattern), args.transformation)
+        ev = kr.why(args.pattern, args.transformation)
         if args.json:
             _print_json(ev)
         else:
@@ -116,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         return 0
 
     if action == "failures":
-        rows = graph.failures(_pattern(args.pattern), gpu=args.gpu)
+        rows = kr.failures(args.pattern, gpu=args.gpu)
         if args.json:
             _print_json(rows)
         else:
@@ -125,33 +106,25 @@ def run(args: argparse.Namespace) -> int:
 
     if action == "show":
         if args.pattern:
-            pattern = _pattern(args.pattern)
-            rows = graph.table(pattern, gpu=args.gpu)
+            pattern = kr.as_pattern(args.pattern)
+            rows = kr.graph_table(pattern, gpu=args.gpu)
             if args.json:
                 _print_json({"pattern": pattern.signature, "transformations": rows,
-                             "skills": graph.skills_for(pattern)})
+                             "skills": kr.skills_for(pattern)})
                 return 0
             print(f"pattern {pattern.signature}")
             print("\n".join("  " + r.line() for r in rows) or "  no evidence recorded")
             return 0
-        overview = []
-        for sig in graph.patterns():
-            rows = graph.table(sig, gpu=args.gpu)
-            overview.append({"pattern": sig, "transformations": len(rows),
-                             "attempts": sum(r.attempts for r in rows),
-                             "best": rows[0].transformation if rows and rows[0].successes else None,
-                             "skills": graph.skills_for(sig)})
+        overview = kr.graph_overview(gpu=args.gpu)
         if args.json:
-            _print_json({"path": str(graph.path), "patterns": overview})
+            _print_json({"path": overview["path"], "patterns": overview["patterns"]})
             return 0
-        print(f"reasoning graph {graph.path}{'' if graph.path.exists() else ' (not written yet; seeded)'}")
-        for o in overview:
+        print(f"reasoning graph {overview['path']}{'' if overview['written'] else ' (not written yet; seeded)'}")
+        for o in overview["patterns"]:
             print(f"  {o['pattern']:36s} {o['transformations']:2d} transformations "
                   f"{o['attempts']:4d} attempts  best {o['best'] or '-'}  skills {', '.join(o['skills']) or '-'}")
         return 0
 
-    fmt = args.format or {".dot": "dot", ".gv": "dot", ".json": "json"}.get(
-        __import__("pathlib").Path(args.path).suffix, "graphml")
-    path = graph.export(args.path, fmt)
+    path, fmt = kr.export_graph(args.path, args.format)
     print(f"wrote {path} ({fmt})")
     return 0

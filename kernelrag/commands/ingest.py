@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+
+from kernelrag.api import KINDS, KernelRAG
 
 EXAMPLE = """examples:
   kernelrag ingest corpus/ skills/
@@ -15,8 +19,6 @@ Exit code 1 when any file could not be ingested (each is named with the reason).
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernelrag.knowledge.models import KINDS
-
     parser.epilog = EXAMPLE
     parser.add_argument("paths", nargs="+", metavar="PATH", help="files or folders to ingest")
     parser.add_argument("--prune", action="store_true",
@@ -27,14 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
-    from kernelrag.config import load_settings
-    from kernelrag.knowledge.store import KnowledgeStore
-
-    store = KnowledgeStore(load_settings())
-    report = store.ingest(args.paths, prune=args.prune, progress=not args.no_progress, kind=args.kind)
+    report = KernelRAG().ingest(args.paths, prune=args.prune, progress=not args.no_progress, kind=args.kind)
     if args.json:
         print(json.dumps(report.to_dict(), indent=2))
     else:

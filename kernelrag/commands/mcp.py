@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+from kernelrag.api import KernelRAG
 
 EXAMPLE = """examples:
   kernelrag mcp                                   # stdio: the agent starts this as a subprocess
@@ -32,15 +36,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-    import sys
-
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    from kernelrag.config import load_settings
-
-    load_settings()                       # bad settings fail here, before a client connects
+    KernelRAG()                           # bad settings fail here, before a client connects
     if args.transport == "http":
         print(f"kernelrag MCP server: http://{args.host}:{args.port}/mcp (stop with Ctrl-C)", file=sys.stderr)
     from kernelrag.mcp_server import serve

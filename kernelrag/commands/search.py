@@ -2,6 +2,11 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+import textwrap
+
+from kernelrag.api import KINDS, KernelRAG, MODES
 
 EXAMPLE = """examples:
   kernelrag search "how do I avoid shared memory bank conflicts"
@@ -12,8 +17,6 @@ hybrid = dense embeddings (all-MiniLM-L6-v2) + BM25, fused by reciprocal rank.""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernelrag.knowledge.models import KINDS, MODES
-
     parser.epilog = EXAMPLE
     parser.add_argument("query", help="what to look for")
     parser.add_argument("-k", type=int, default=None, help="number of hits (default: settings.search_k)")
@@ -23,19 +26,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-    import textwrap
-
-    from kernelrag.config import load_settings
-    from kernelrag.knowledge.store import search
-
-    settings = load_settings()
-    k = args.k if args.k is not None else settings.search_k
+    kr = KernelRAG()
+    k = args.k if args.k is not None else kr.settings.search_k
     if k < 1:
         print(f"kernelrag search: -k {k} must be at least 1", file=sys.stderr)
         return 2
-    hits = search(args.query, settings, k=k, kind=args.kind, mode=args.mode)
+    hits = kr.hits(args.query, k=k, kind=args.kind, mode=args.mode)
     if args.json:
         print(json.dumps([h.to_dict() for h in hits], indent=2))
         return 0

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+
+from kernelrag.api import KernelRAG
 
 EXAMPLE = """examples:
   kernelrag skills list
@@ -42,23 +46,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     p.add_argument("--json", action="store_true")
 
 
-def _row(lib, s) -> dict:
-    prov = s.provenance
-    return {"name": s.name, "pattern": s.pattern, "backend": s.backend, "state": s.review_state,
-            "source": s.source, "stale": lib.is_stale(s), "speedup_vs_eager": prov.get("speedup_vs_eager"),
-            "speedup_vs_compile": prov.get("speedup_vs_compile"), "gpu": prov.get("gpu")}
-
-
 def _fmt(x) -> str:
     return "-" if x is None else f"{x:.2f}x"
 
 
-def _list(lib, args) -> int:
-    import json
-
-    rows = [_row(lib, s) for s in lib.list(include_retired=not args.active)]
+def _list(kr: KernelRAG, args) -> int:
+    rows = kr.skill_rows(include_retired=not args.active)
+    problems = kr.skill_problems
     if args.json:
-        print(json.dumps({"skills": rows, "problems": lib.problems}, indent=2))
+        print(json.dumps({"skills": rows, "problems": problems}, indent=2))
         return 0
     head = f"{'NAME':28s} {'PATTERN':32s} {'BACKEND':7s} {'STATE':12s} {'STALE':6s} {'EAGER':>7s} {'COMPILE':>7s}  GPU"
     print(head)
@@ -68,18 +64,14 @@ def _list(lib, args) -> int:
         print(f"{r['name'] + src:28s} {r['pattern']:32s} {r['backend']:7s} {r['state']:12s} {stale:6s} "
               f"{_fmt(r['speedup_vs_eager']):>7s} {_fmt(r['speedup_vs_compile']):>7s}  {r['gpu'] or '-'}")
     print(f"{len(rows)} skills")
-    for problem in lib.problems:
+    for problem in problems:
         print(f"warning: {problem}")
     return 0
 
 
-def _show(lib, args) -> int:
-    import json
-
-    s = lib.get(args.name)
-    data = s.to_dict()
-    data["stale"] = lib.is_stale(s)
-    data["alternatives"] = [str(p) for p in s.alternatives()]
+def _show(kr: KernelRAG, args) -> int:
+    s = kr.skill(args.name)
+    data = kr.skill_detail(args.name)
     if args.json:
         print(json.dumps(data, indent=2, default=str))
         return 0
@@ -99,68 +91,34 @@ def _show(lib, args) -> int:
     return 0
 
 
-def _verify(lib, args) -> int:
-    import json
-
-    from kernelrag.config import load_settings
-    from kernelrag.verify import verify
-
-    settings = load_settings()
-    s = lib.get(args.name)
-    device = args.device or settings.device
-    options = {"tolerance": dict(s.tolerance)} if s.tolerance else {}
-    v = verify(str(s.reference_path), str(s.kernel_path), device=device, timeout_s=settings.verify_timeout_s,
-               **options)
-    note = ""
-    if s.source == "learned" and not args.no_write:
-        from kernelrag.bench.measure_skills import provenance
-
-        if v.ok and v.timed:
-            state = "approved" if s.review_state == "approved" else "verified"
-            lib.record_measurement(s.name, provenance(v, _now()), state)
-            note = f"recorded: state {state}, provenance updated"
-        elif not v.ok and v.status not in ("not_checkable",):
-            lib.record_measurement(s.name, None, "needs_review")
-            note = "recorded: state needs_review"
-    elif s.source == "seed":
-        note = "seed skill: numbers are recorded by `python3 -m kernelrag.bench.measure_skills --write` on a GPU"
+def _verify(kr: KernelRAG, args) -> int:
+    v, note = kr.verify_skill(args.name, device=args.device, write=not args.no_write)
     if args.json:
-        print(json.dumps({"skill": s.name, "verdict": v.to_dict(), "note": note}, indent=2, default=str))
+        print(json.dumps({"skill": args.name, "verdict": v.to_dict(), "note": note}, indent=2, default=str))
     else:
-        print(f"{s.name}: {v.summary()}")
+        print(f"{args.name}: {v.summary()}")
         if note:
             print(note)
     return 0 if v.ok else 1
 
 
-def _now() -> str:
-    from kernelrag.memory.storage import now_utc
-
-    return now_utc()
-
-
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
-    from kernelrag.memory.skills import SkillLibrary
-
     if not getattr(args, "action", None):
         print(f"kernelrag skills: give an action: {', '.join(ACTIONS)} (see kernelrag skills --help)",
               file=sys.stderr)
         return 2
-    lib = SkillLibrary()
+    kr = KernelRAG()
     if args.action == "list":
-        return _list(lib, args)
+        return _list(kr, args)
     if args.action == "show":
-        return _show(lib, args)
+        return _show(kr, args)
     if args.action == "verify":
-        return _verify(lib, args)
+        return _verify(kr, args)
     if args.action == "promote":
-        target = lib.promote(args.name, dest=args.dest)
+        target = kr.promote(args.name, dest=args.dest)
         out = {"skill": args.name, "path": str(target)}
     else:
-        skill = lib.approve(args.name) if args.action == "approve" else lib.retire(args.name)
+        skill = kr.approve(args.name) if args.action == "approve" else kr.retire(args.name)
         out = {"skill": skill.name, "state": skill.review_state, "source": skill.source}
     print(json.dumps(out) if args.json else "  ".join(f"{k}: {v}" for k, v in out.items()))
     return 0

@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+
+from kernelrag.api import KernelRAG
 
 EXAMPLE = """examples:
   kernelrag ui                                   # http://127.0.0.1:7860
@@ -40,15 +44,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import os
-    import sys
-
     os.environ["GRADIO_ANALYTICS_ENABLED"] = "False"      # before gradio is imported
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
     os.environ.setdefault("ANONYMIZED_TELEMETRY", "False")
-    from kernelrag.api import KernelRAG
-
     api = KernelRAG(device=args.device)          # bad settings fail here, before the server starts
     if args.host not in ("127.0.0.1", "localhost", "::1") and args.auth is None:
         print(f"warning: listening on {args.host} without --auth: anyone who can reach it can use it",

@@ -7,18 +7,17 @@ from __future__ import annotations
 
 import argparse
 
+from kernelrag.config import load_settings
+from kernelrag.verify.cli import add_arguments as verify_arguments
+from kernelrag.verify.cli import run_args
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from kernelrag.verify.cli import add_arguments as verify_arguments
-
     verify_arguments(parser)
     parser.epilog = ("example: kernelrag verify skills/softmax/softmax_online/reference.py "
                      "skills/softmax/softmax_online/kernel.py --device cpu")
 
 
 def run(args: argparse.Namespace) -> int:
-    from kernelrag.config import load_settings
-    from kernelrag.verify.cli import run_args
-
     settings = load_settings()
     return run_args(args, device=settings.device, timeout_s=settings.verify_timeout_s)
