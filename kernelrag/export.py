@@ -25,6 +25,7 @@ from typing import Any
 
 from kernelrag.config import Settings
 from kernelrag.types import ExportResult, GenerateResult, plain
+from kernelrag.draft.prompts import sft_messages
 
 
 def new_log_id(pattern: str, task_source: str) -> str:
@@ -121,8 +122,6 @@ def _round_facts(round_: dict[str, Any]) -> dict[str, Any]:
 
 def trajectories(run: dict[str, Any], rounds: list[dict[str, Any]]) -> tuple[dict, dict]:
     """The SFT pair and the multi-turn transcript of one logged run."""
-    from kernelrag.draft.prompts import sft_messages
-
     backend = run.get("backend") or "triton"
     prompt = sft_messages(run.get("task_source", ""), backend)
     final = next((r for r in reversed(rounds) if (r.get("verdict") or {}).get("ok")), rounds[-1] if rounds else {})

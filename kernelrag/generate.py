@@ -35,6 +35,7 @@ from kernelrag.memory.writeback import MEMORY_STATES
 from kernelrag.task import Task
 from kernelrag.types import Cost, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
 from kernelrag.verify import verify_source
+from kernelrag.verify.ceilings import cache_path
 
 if TYPE_CHECKING:
     from kernelrag.config import Settings
@@ -78,8 +79,6 @@ def gpu_figures(settings: "Settings", device: str) -> GpuFigures:
         return GpuFigures(name="CPU only (Triton interpreter: correctness checked, no time measured)",
                           source="no GPU on this machine")
     import torch
-
-    from kernelrag.verify.ceilings import cache_path
 
     name = torch.cuda.get_device_name()
     sms = torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count

@@ -16,6 +16,8 @@ from typing import Any  # noqa: E402
 
 import gradio as gr  # noqa: E402
 
+from kernelrag.api import KernelRAG  # noqa: E402
+from kernelrag.config import REPO_ROOT  # noqa: E402
 from ui import render  # noqa: E402
 from ui.handlers import DEVICES, Handlers, Session, mode_markdown  # noqa: E402
 
@@ -27,8 +29,6 @@ CSS = """
 
 def _task_examples() -> list[tuple[str, str]]:
     """(file name, path) of the benchmark tasks shipped with the repository."""
-    from kernelrag.config import REPO_ROOT
-
     tasks = REPO_ROOT / "bench" / "tasks"
     return [(p.name, str(p)) for p in sorted(tasks.glob("*.py"))] if tasks.is_dir() else []
 
@@ -139,8 +139,6 @@ def launch(host: str = "127.0.0.1", port: int = 7860, auth: tuple[str, str] | No
            api: Any = None) -> None:
     """Serve the UI until interrupted; ``api`` (a KernelRAG) is created when not given."""
     if api is None:
-        from kernelrag.api import KernelRAG
-
         api = KernelRAG()
     app = build_app(api)
     app.queue(default_concurrency_limit=2)

@@ -37,6 +37,7 @@ from kernelrag.memory.skills import Skill, SkillLibrary, alternative_transformat
 from kernelrag.memory.writeback import (append_evidence, evidence_record, median_ms, provenance, review_state,
                                         round_number, value_of)
 from kernelrag.patterns import op_pattern
+from kernelrag.verify import verify
 
 def _regime(skill: Skill) -> dict[str, Any]:
     try:
@@ -127,11 +128,7 @@ def apply(library: SkillLibrary, result: dict[str, Any], evidence_path: Path) ->
 
 
 def _verify_fn() -> Callable[..., Any]:
-    try:
-        from kernelrag.verify import verify
-    except ImportError as exc:
-        raise SystemExit(f"measure_skills: the verifier cannot be imported ({exc}); run from the repository "
-                         "root with PYTHONPATH=. on a machine with torch and triton")
+    """The verifier (a seam: tests put a stand-in here)."""
     return verify
 
 

@@ -7,10 +7,13 @@ Every number comes from the results file; nothing is typed in by hand.
 """
 from __future__ import annotations
 
+import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
+
+from kernelrag.verify.verdict import recommend
 
 FAST_P = (0.5, 1.0, 1.5, 2.0)
 
@@ -37,8 +40,6 @@ def meets_target(t: dict[str, Any]) -> bool | None:
 
 def recommendation(entry: dict[str, Any]) -> str:
     """What a user should run for this task, judged against the better baseline and the roofline."""
-    from kernelrag.verify.verdict import recommend
-
     return recommend(bool(entry.get("correct")), bool(entry.get("timed")), entry.get("speedup_vs_eager"),
                      entry.get("speedup_vs_compile"), entry.get("frac_roofline"),
                      entry.get("reason") or entry.get("status") or "")
@@ -192,8 +193,6 @@ def roofline_plot(results: dict[str, Any], out: Path) -> Path | None:
 
 
 def write_report(results_path: Path) -> list[Path]:
-    import json
-
     results = json.loads(results_path.read_text())
     for entry in results.get("tasks", {}).values():     # derived fields follow the current rules
         finish_entry(entry)

@@ -34,6 +34,7 @@ from typing import Any
 
 from kernelrag.bench.report import finish_entry, summarize
 from kernelrag.config import load_settings
+from kernelrag.draft.llm import LLMClient
 from kernelrag.generate import Loop, Parts, resolve_device
 from kernelrag.memory.graph import ReasoningGraph
 from kernelrag.memory.skills import SkillLibrary
@@ -42,6 +43,7 @@ from kernelrag.patterns import op_pattern
 from kernelrag.retrieve import Retriever
 from kernelrag.task import Task
 from kernelrag.types import GenerateResult, Round
+from kernelrag.verify.ceilings import get_ceilings
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -108,8 +110,6 @@ def bench_parts(settings: Any) -> Parts:
         notes.append(f"reasoning graph not used: {exc}")
     llm = None
     if settings.llm_enabled:
-        from kernelrag.draft.llm import LLMClient
-
         llm = LLMClient(settings)
     retriever = Retriever(settings, library=library, graph=graph, store=None, notes=notes)
     return Parts(settings=settings, library=library, retriever=retriever, graph=graph, llm=llm, notes=[])
@@ -184,7 +184,6 @@ def run(args: argparse.Namespace) -> int:
     results["suite"] = [str(t) for t in tasks]
     parts = bench_parts(settings)
     if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
-        from kernelrag.verify.ceilings import get_ceilings
 
         results["machine"]["ceilings"] = get_ceilings(settings.cache_dir)
     start, slowest_s = time.perf_counter(), 0.0

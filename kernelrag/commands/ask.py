@@ -2,6 +2,10 @@
 from __future__ import annotations
 
 import argparse
+import json
+import sys
+
+from kernelrag.api import KernelRAG
 
 EXAMPLE = """examples:
   kernelrag ask "how do I avoid shared memory bank conflicts"
@@ -20,11 +24,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-    import sys
-
-    from kernelrag.api import KernelRAG
-
     if args.k < 1:
         print(f"kernelrag ask: -k {args.k} must be at least 1", file=sys.stderr)
         return 2

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import json
+
+from kernelrag.api import KernelRAG
 
 EXAMPLE = """examples:
   kernelrag export --format jsonl
@@ -22,10 +25,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import json
-
-    from kernelrag.api import KernelRAG
-
     result = KernelRAG().export(args.out, include_failed=args.include_failed)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))

@@ -25,10 +25,13 @@ import shutil
 from pathlib import Path
 from typing import Any
 
+from kernelrag.config import load_settings
 from kernelrag.errors import GraphError
+from kernelrag.memory.graph_export import export
 from kernelrag.memory.graph_query import (OUTCOMES, Evidence, Failure, Suggestion, aggregate, evidence,
                                    failure, gpu_matches, outcome_from_verdict, suggestion)
 from kernelrag.memory.storage import VOCABULARY_PATH, atomic_write_text, file_lock, load_vocabulary, now_utc
+from kernelrag.memory.skills import SkillLibrary
 from kernelrag.patterns import OpPattern, category_of, heavy_ops, similarity, split_ops
 
 FORMAT = "kernelrag-graph"
@@ -59,8 +62,6 @@ class ReasoningGraph:
     def __init__(self, settings: Any = None, *, path: "str | Path | None" = None,
                  seed_dir: "str | Path | None" = None, with_skills: bool = True):
         if settings is None:
-            from kernelrag.config import load_settings
-
             settings = load_settings()
         self.settings = settings
         self.path = Path(path) if path is not None else Path(settings.graph_path)
@@ -179,8 +180,6 @@ class ReasoningGraph:
                 known.add(record["rid"])
 
     def _merge_skills(self, g) -> None:
-        from kernelrag.memory.skills import SkillLibrary
-
         try:
             library = SkillLibrary(self.settings, seed_dir=self.seed_dir)
             skills = library.list(include_retired=True)
@@ -376,6 +375,4 @@ class ReasoningGraph:
 
     def export(self, path: "str | Path", format: str = "graphml") -> Path:
         """Write the graph as GraphML, Graphviz DOT or node-link JSON."""
-        from kernelrag.memory.graph_export import export
-
         return export(self, Path(path), format)

@@ -12,6 +12,7 @@ from typing import Any
 
 from kernelrag.errors import GraphError
 from kernelrag.memory.graph_query import aggregate
+from kernelrag.memory.storage import atomic_write_text
 
 FORMATS = ("graphml", "dot", "json")
 _SHAPES = {"pattern": "box", "transformation": "ellipse", "skill": "note", "gpu": "diamond"}
@@ -69,8 +70,6 @@ def to_dot(graph: Any) -> str:
 
 
 def export(graph: Any, path: Path, format: str = "graphml") -> Path:
-    from kernelrag.memory.storage import atomic_write_text
-
     if format not in FORMATS:
         raise GraphError(f"export format {format!r} is not one of {', '.join(FORMATS)}")
     path = Path(path)

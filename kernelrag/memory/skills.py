@@ -11,6 +11,7 @@ Standard library only (tomllib + the small TOML writer): runs on the GPU machine
 """
 from __future__ import annotations
 
+import ast
 import dataclasses
 import difflib
 import functools
@@ -27,9 +28,12 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
+from kernelrag.config import load_settings
 from kernelrag.errors import SkillError
-from kernelrag.patterns import CATEGORIES, OpPattern, category_of, similarity, slug
+from kernelrag.memory.storage import atomic_write_text, file_lock, load_vocabulary, now_utc
 from kernelrag.memory.tomlwrite import dumps, update_table
+from kernelrag.patterns import CATEGORIES, OpPattern, category_of, similarity, slug
+from kernelrag.types import SkillRef
 
 REVIEW_STATES = ("draft", "verified", "approved", "retired", "needs_review")
 BACKENDS = ("triton", "cuda")
@@ -84,8 +88,6 @@ class Skill:
         return out
 
     def to_ref(self, similarity: float = 0.0):
-        from kernelrag.types import SkillRef
-
         return SkillRef(name=self.name, pattern=self.pattern, category=self.category, backend=self.backend,
                         state=self.review_state, summary=self.summary, path=str(self.path),
                         similarity=similarity, transformations=list(self.transformations),
@@ -100,8 +102,6 @@ class SkillMatch:
 
 def alternative_transformations(path: Path) -> list[str]:
     """Transformation ids from an alternative's docstring first line ``transformations: a, b``."""
-    import ast
-
     doc = ast.get_docstring(ast.parse(path.read_text())) or ""
     first = doc.strip().splitlines()[0] if doc.strip() else ""
     if not first.lower().startswith("transformations:"):
@@ -185,8 +185,6 @@ class SkillLibrary:
     def __init__(self, settings: Any = None, *, seed_dir: "str | Path | None" = None,
                  learned_dir: "str | Path | None" = None):
         if settings is None:
-            from kernelrag.config import load_settings
-
             settings = load_settings()
         self.settings = settings
         self.seed_dir = Path(seed_dir) if seed_dir is not None else Path(settings.seed_skills_dir)
@@ -208,8 +206,6 @@ class SkillLibrary:
         self._problems = []
         skills: dict[str, Skill] = {}
         overrides = self._overrides()
-        from kernelrag.memory.storage import load_vocabulary
-
         vocab = load_vocabulary()
         for source, root in (("seed", self.seed_dir), ("learned", self.learned_dir)):
             if not root.is_dir():
@@ -309,8 +305,6 @@ class SkillLibrary:
         if existing is not None and existing.source == "seed":
             raise SkillError(f"{name!r} is a seed skill ({existing.path}); choose another name")
         sig = pattern.signature if isinstance(pattern, OpPattern) else str(pattern)
-        from kernelrag.memory.storage import load_vocabulary
-
         vocab = load_vocabulary()
         bad = [t for t in meta.get("transformations", []) if t not in vocab]
         if bad:
@@ -356,8 +350,6 @@ class SkillLibrary:
         if provenance is not None:
             text = update_table(text, "provenance", provenance, replace=True)
         text = update_table(text, "review", {"state": state, "reasons": list(reasons or [])})
-        from kernelrag.memory.storage import atomic_write_text
-
         atomic_write_text(skill.toml_path, text)
         self.refresh()
         return self.get(name)
@@ -374,8 +366,6 @@ class SkillLibrary:
         skill = self.get(name)
         if skill.source == "learned":
             return self.record_measurement(name, None, state)
-        from kernelrag.memory.storage import atomic_write_text, file_lock, now_utc
-
         with file_lock(self.overrides_path):
             data = self._overrides()
             data[name] = {"state": state, "base_state": skill.file_state, "date": now_utc()}
