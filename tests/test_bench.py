@@ -62,3 +62,23 @@ def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
     # a second run resumes: nothing left to do, the entries are kept as they were
     assert main([str(tasks), "--device", "cpu", "--results", str(out)]) == 0
     assert json.loads(out.read_text())["tasks"]["relu"]["wall_s"] == relu["wall_s"]
+
+
+@pytest.mark.slow
+def test_runner_goes_through_the_generate_loop_and_writes_back_graph_evidence_only(tmp_path, kernelrag_home):
+    from kernelrag.bench.runner import main
+    from kernelrag.config import load_settings
+    from kernelrag.memory.graph import ReasoningGraph
+
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    shutil.copy(ROOT / "bench/tasks/relu.py", tasks / "relu.py")
+    out = tmp_path / "results.json"
+    assert main([str(tasks), "--device", "cpu", "--results", str(out), "--rounds", "1"]) == 0
+    relu = json.loads(out.read_text())["tasks"]["relu"]
+    assert relu["correct"] is True and [a["drafter"] for a in relu["attempts"]] == ["offline"]
+    assert not (kernelrag_home / "skills").exists() or not any((kernelrag_home / "skills").rglob("skill.toml"))
+    assert not (kernelrag_home / "logs").exists() or not any((kernelrag_home / "logs").iterdir())
+    evidence = ReasoningGraph(load_settings()).why(relu["pattern"], relu["transformations"][0])
+    records = [r for r in evidence.records if r["log_id"].startswith("bench-")]
+    assert records and records[0]["outcome"] == "success"

@@ -256,3 +256,21 @@ def test_measurement_near_the_roofline_goes_to_review():
     assert review_state("draft", ordinary) == {"state": "verified", "flags": []}
     assert review_state("approved", at_limit)["state"] == "approved"     # a person's approval stands
     assert review_state("draft", {**ordinary, "speedup_vs_eager": 12.0})["state"] == "needs_review"
+
+
+def test_reverifying_a_learned_skill_applies_the_review_flags(lib):
+    """``kernelrag skills verify`` records through memory.writeback: a flagged run goes to review."""
+    from kernelrag.memory.writeback import record_verification
+
+    src = lib.get("softmax_fx")
+    lib.write_learned("mine", "softmax[dim=-1]", src.kernel_source(), src.reference_source(),
+                      {"transformations": ["online_softmax"], "review_state": "verified"})
+    note = record_verification(lib, lib.get("mine"), _verdict(kernel_ms=0.002, eager_ms=0.03))   # 15x
+    mine = lib.get("mine")
+    assert mine.review_state == "needs_review" and "needs_review" in note and "over 10x" in note
+    assert tomllib.loads(mine.toml_path.read_text())["review"]["reasons"][0].startswith("speedup 15.0x")
+    assert mine.provenance["speedup_vs_eager"] == pytest.approx(15.0)
+    record_verification(lib, mine, _verdict())                                        # 1.5x: ordinary
+    assert lib.get("mine").review_state == "verified"
+    record_verification(lib, lib.get("mine"), _verdict(ok=False, status="incorrect"))
+    assert lib.get("mine").review_state == "needs_review"
