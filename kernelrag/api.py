@@ -17,7 +17,7 @@ import re
 import threading
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Union
 
 from kernelrag.config import Settings, load_settings, replace
 from kernelrag.draft.llm import LLMClient
@@ -41,6 +41,8 @@ if TYPE_CHECKING:
     from kernelrag.memory.graph_query import Evidence, Failure, Suggestion
     from kernelrag.memory.skills import Skill
     from kernelrag.verify import Verdict
+
+TaskOrPattern = Union[OpPattern, Task, str, Path]      # a task (path or source), a pattern or a signature
 
 # Op names that are also everyday words: not taken as ops when they appear in a question.
 _COMMON_WORDS = {"all", "any", "where", "round", "sign", "floor", "ceil", "max", "min", "norm", "add",
@@ -181,7 +183,7 @@ class KernelRAG:
     def pattern(self, task: "Task | str | Path") -> OpPattern:
         return op_pattern(Task.of(task))
 
-    def as_pattern(self, task_or_pattern: Any) -> OpPattern:
+    def as_pattern(self, task_or_pattern: TaskOrPattern) -> OpPattern:
         """An OpPattern from an OpPattern, a task (path or source) or a signature string."""
         if isinstance(task_or_pattern, OpPattern):
             return task_or_pattern
@@ -196,21 +198,24 @@ class KernelRAG:
         """What was wrong with the graph file when it was loaded (a corrupt file is backed up)."""
         return list(self.graph.warnings)
 
-    def suggest(self, task_or_pattern: Any, gpu: str | None = None, k: int = 8) -> list[Transformation]:
+    def suggest(self, task_or_pattern: TaskOrPattern, gpu: str | None = None,
+                k: int = 8) -> list[Transformation]:
         """Transformations ranked by evidence for a task, an OpPattern or a signature string."""
         return [transformation_from(s) for s in self.graph.suggest(self.as_pattern(task_or_pattern), gpu=gpu, k=k)]
 
-    def suggestions(self, task_or_pattern: Any, gpu: str | None = None, k: int = 8) -> "list[Suggestion]":
+    def suggestions(self, task_or_pattern: TaskOrPattern, gpu: str | None = None,
+                    k: int = 8) -> "list[Suggestion]":
         """The graph's own ranked suggestions (with counts and log ids)."""
         return self.graph.suggest(self.as_pattern(task_or_pattern), gpu=gpu, k=k)
 
-    def why(self, task_or_pattern: Any, transformation: str) -> "Evidence":
+    def why(self, task_or_pattern: TaskOrPattern, transformation: str) -> "Evidence":
         return self.graph.why(self.as_pattern(task_or_pattern), transformation)
 
-    def failures(self, task_or_pattern: Any, gpu: str | None = None) -> "list[Failure]":
+    def failures(self, task_or_pattern: TaskOrPattern, gpu: str | None = None) -> "list[Failure]":
         return self.graph.failures(self.as_pattern(task_or_pattern), gpu=gpu)
 
-    def borrowed_failures(self, task_or_pattern: Any, gpu: str | None = None) -> "list[tuple[str | None, Failure]]":
+    def borrowed_failures(self, task_or_pattern: TaskOrPattern,
+                          gpu: str | None = None) -> "list[tuple[str | None, Failure]]":
         """What lost on this pattern ((None, failure) pairs); when nothing is recorded for it,
         what lost on patterns of the same category ((that pattern, failure) pairs)."""
         pattern = self.as_pattern(task_or_pattern)
@@ -221,11 +226,11 @@ class KernelRAG:
                     for f in self.graph.failures(other, gpu=gpu)]
         return lost
 
-    def graph_table(self, task_or_pattern: Any, gpu: str | None = None) -> "list[Suggestion]":
+    def graph_table(self, task_or_pattern: TaskOrPattern, gpu: str | None = None) -> "list[Suggestion]":
         """Every transformation with evidence on one pattern."""
         return self.graph.table(self.as_pattern(task_or_pattern), gpu=gpu)
 
-    def skills_for(self, task_or_pattern: Any) -> list[str]:
+    def skills_for(self, task_or_pattern: TaskOrPattern) -> list[str]:
         return self.graph.skills_for(self.as_pattern(task_or_pattern))
 
     def graph_overview(self, gpu: str | None = None) -> dict[str, Any]:
@@ -245,8 +250,8 @@ class KernelRAG:
         fmt = format or {".dot": "dot", ".gv": "dot", ".json": "json"}.get(Path(path).suffix, "graphml")
         return self.graph.export(path, fmt), fmt
 
-    def record_outcome(self, pattern: Any, transformations: "list[str] | str", gpu: str, outcome: str,
-                       **fields: Any) -> dict[str, Any]:
+    def record_outcome(self, pattern: TaskOrPattern, transformations: "list[str] | str", gpu: str,
+                       outcome: str, **fields: Any) -> dict[str, Any]:
         """One attempt as graph evidence (through ``memory.writeback``)."""
         return writeback.record_outcome(self.graph, self.as_pattern(pattern), transformations, gpu, outcome,
                                         **fields)
@@ -259,7 +264,8 @@ class KernelRAG:
         """One skill: its files, state and provenance."""
         return self.library.get(name)
 
-    def find_skills(self, task_or_pattern: Any = None, text: str | None = None, k: int = 3) -> list[SkillRef]:
+    def find_skills(self, task_or_pattern: "TaskOrPattern | None" = None, text: str | None = None,
+                    k: int = 3) -> list[SkillRef]:
         """Skills ranked by pattern similarity and word overlap (retired ones left out)."""
         pattern = None if task_or_pattern is None else self.as_pattern(task_or_pattern)
         return [m.skill.to_ref(m.score) for m in self.library.find(pattern, text=text, k=k)]

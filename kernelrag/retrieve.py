@@ -48,7 +48,7 @@ def transformation_from(s: Any) -> Transformation:
                           rationale=getattr(s, "description", "") or "")
 
 
-def _task_query(source: str, pattern: Any) -> str:
+def _task_query(source: str, pattern: "OpPattern") -> str:
     doc = re.search(r'^\s*(?:"""|\'\'\')(.*?)(?:"""|\'\'\')', source, re.DOTALL)
     words = [pattern.signature, pattern.category, " ".join(pattern.ops)] if pattern.known else []
     if doc:
@@ -76,17 +76,17 @@ class Retriever:
             return []
         return passages_from_hits(self.store.search(query, k=k or self.settings.search_k, kind=kind), start)
 
-    def transformations(self, pattern: Any, gpu: str | None = None, k: int = 8) -> list[Transformation]:
+    def transformations(self, pattern: "OpPattern", gpu: str | None = None, k: int = 8) -> list[Transformation]:
         if self.graph is None or not getattr(pattern, "known", True):
             return []
         return [transformation_from(s) for s in self.graph.suggest(pattern, gpu=gpu, k=k)]
 
-    def failures(self, pattern: Any, gpu: str | None = None, k: int = 8) -> list[str]:
+    def failures(self, pattern: "OpPattern", gpu: str | None = None, k: int = 8) -> list[str]:
         if self.graph is None or not getattr(pattern, "known", True):
             return []
         return [f.line() for f in self.graph.failures(pattern, gpu=gpu)[:k]]
 
-    def skills(self, pattern: Any = None, text: str | None = None, k: int = 3) -> list[SkillRef]:
+    def skills(self, pattern: "OpPattern | None" = None, text: str | None = None, k: int = 3) -> list[SkillRef]:
         if pattern is not None and not getattr(pattern, "known", True):
             pattern = None
         if pattern is None and not text:

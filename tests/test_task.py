@@ -2,14 +2,13 @@
 from __future__ import annotations
 
 import builtins
-from pathlib import Path
 
 import pytest
 
+from kernelrag.config import load_settings
 from kernelrag.draft.offline import OfflineDrafter
 from kernelrag.errors import TaskError
 from kernelrag.memory.skills import SkillLibrary
-from kernelrag.config import load_settings
 from kernelrag.patterns import op_pattern
 from kernelrag.task import Task, is_source, names_task, read_source
 

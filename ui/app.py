@@ -12,8 +12,6 @@ import os
 
 os.environ.setdefault("GRADIO_ANALYTICS_ENABLED", "False")   # before gradio is imported
 
-from typing import Any  # noqa: E402
-
 import gradio as gr  # noqa: E402
 
 from kernelrag.api import KernelRAG  # noqa: E402
@@ -33,7 +31,7 @@ def _task_examples() -> list[tuple[str, str]]:
     return [(p.name, str(p)) for p in sorted(tasks.glob("*.py"))] if tasks.is_dir() else []
 
 
-def build_app(api: Any) -> gr.Blocks:
+def build_app(api: KernelRAG) -> gr.Blocks:
     """The UI over one facade; per-browser-session LLM settings live in a gr.State."""
     h = Handlers(api)
     with gr.Blocks(title="kernelrag", analytics_enabled=False) as app:
@@ -136,7 +134,7 @@ def build_app(api: Any) -> gr.Blocks:
 
 
 def launch(host: str = "127.0.0.1", port: int = 7860, auth: tuple[str, str] | None = None,
-           api: Any = None) -> None:
+           api: KernelRAG | None = None) -> None:
     """Serve the UI until interrupted; ``api`` (a KernelRAG) is created when not given."""
     if api is None:
         api = KernelRAG()

@@ -34,8 +34,7 @@ from kernelrag.config import load_settings
 from kernelrag.errors import KernelRAGError
 from kernelrag.memory.graph_query import outcome_from_verdict
 from kernelrag.memory.skills import Skill, SkillLibrary, alternative_transformations
-from kernelrag.memory.writeback import (append_evidence, evidence_record, median_ms, provenance, review_state,
-                                        round_number, value_of)
+from kernelrag.memory.writeback import append_evidence, evidence_record, median_ms, provenance, review_state, value_of
 from kernelrag.patterns import op_pattern
 from kernelrag.verify import verify
 

@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.bench.report import finish_entry, summarize
-from kernelrag.config import load_settings
+from kernelrag.config import Settings, load_settings
 from kernelrag.draft.llm import LLMClient
 from kernelrag.generate import Loop, Parts, resolve_device
 from kernelrag.memory.graph import ReasoningGraph
@@ -98,7 +98,7 @@ def task_files(paths: list[Path]) -> list[Path]:
     return out
 
 
-def bench_parts(settings: Any) -> Parts:
+def bench_parts(settings: Settings) -> Parts:
     """The loop's parts as the benchmark uses them: the skill library, the reasoning graph
     (evidence goes there), the LLM when one is configured, no knowledge store."""
     notes: list[str] = []

@@ -101,7 +101,7 @@ def declared_constants(skill: "Skill") -> dict[str, Any]:
     return dict(table) if isinstance(table, dict) else {}
 
 
-def float_dtypes(pattern: Any) -> set[str]:
+def float_dtypes(pattern: "OpPattern") -> set[str]:
     """The floating-point dtypes a task computes in (``float32``...), from its pattern's regime."""
     dtypes = {str(d).replace("torch.", "") for d in (getattr(pattern, "regime", None) or {}).get("dtypes") or []}
     return {d for d in dtypes if d.startswith(("float", "bfloat", "half", "double"))}

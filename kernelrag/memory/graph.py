@@ -25,7 +25,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from kernelrag.config import load_settings
+from kernelrag.config import Settings, load_settings
 from kernelrag.errors import GraphError
 from kernelrag.memory.graph_export import export
 from kernelrag.memory.graph_query import (OUTCOMES, Evidence, Failure, Suggestion, aggregate, evidence,
@@ -59,7 +59,7 @@ def _signature(pattern: "str | OpPattern") -> str:
 class ReasoningGraph:
     """The persistent graph of patterns, transformations, skills and GPUs."""
 
-    def __init__(self, settings: Any = None, *, path: "str | Path | None" = None,
+    def __init__(self, settings: "Settings | None" = None, *, path: "str | Path | None" = None,
                  seed_dir: "str | Path | None" = None, with_skills: bool = True):
         if settings is None:
             settings = load_settings()

@@ -28,7 +28,7 @@ from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from kernelrag.config import load_settings
+from kernelrag.config import Settings, load_settings
 from kernelrag.errors import SkillError
 from kernelrag.memory.storage import atomic_write_text, file_lock, load_vocabulary, now_utc
 from kernelrag.memory.tomlwrite import dumps, update_table
@@ -182,7 +182,7 @@ def _tokens(text: str) -> set[str]:
 class SkillLibrary:
     """Seed and learned skills; finding, staleness, write-back, review."""
 
-    def __init__(self, settings: Any = None, *, seed_dir: "str | Path | None" = None,
+    def __init__(self, settings: "Settings | None" = None, *, seed_dir: "str | Path | None" = None,
                  learned_dir: "str | Path | None" = None):
         if settings is None:
             settings = load_settings()

@@ -31,6 +31,7 @@ from kernelrag.verify.roofline import review_flags
 if TYPE_CHECKING:
     from kernelrag.memory.graph import ReasoningGraph
     from kernelrag.memory.skills import Skill, SkillLibrary
+    from kernelrag.patterns import OpPattern
     from kernelrag.verify import Verdict
 
 MEMORY_STATES = ("approved", "verified")      # states a skill may be served from memory in
@@ -49,8 +50,13 @@ def median_ms(v: Any, key: str) -> float | None:
     return None if t is None else float(value_of(t, "median_ms"))
 
 
-def round_number(x: Any, nd: int = 4) -> Any:
-    return round(float(x), nd) if isinstance(x, (int, float)) and not isinstance(x, bool) else x
+def _round(x: Any, nd: int = 4) -> Any:
+    """``x`` to ``nd`` decimals; a nonzero value too small for them is kept as it is (a speedup
+    must stay positive)."""
+    if not isinstance(x, (int, float)) or isinstance(x, bool):
+        return x
+    rounded = round(float(x), nd)
+    return rounded if rounded or not x else float(x)
 
 
 # --- provenance and review ---------------------------------------------------------------
@@ -65,13 +71,14 @@ def provenance(v: "Verdict | dict", date: str | None = None, *, log_id: str | No
             "device": value_of(v, "device"),
             "trials": value_of(kernel, "trials") if kernel is not None else value_of(v, "trials"),
             "timed": value_of(v, "timed"),
-            "kernel_ms": round_number(median_ms(v, "kernel_ms"), 6), "eager_ms": round_number(median_ms(v, "eager_ms"), 6),
-            "compile_ms": round_number(median_ms(v, "compile_ms"), 6),
-            "iqr_ms": round_number(value_of(kernel, "iqr_ms"), 6) if kernel is not None else None,
-            "speedup_vs_eager": round_number(value_of(v, "speedup_vs_eager")),
-            "speedup_vs_compile": round_number(value_of(v, "speedup_vs_compile")),
-            "frac_roofline": round_number(value_of(v, "frac_roofline")), "achieved_gbps": round_number(value_of(v, "achieved_gbps"), 2),
-            "achieved_tflops": round_number(value_of(v, "achieved_tflops"), 3), "size_class": size_class, "log_id": log_id}
+            "kernel_ms": _round(median_ms(v, "kernel_ms"), 6), "eager_ms": _round(median_ms(v, "eager_ms"), 6),
+            "compile_ms": _round(median_ms(v, "compile_ms"), 6),
+            "iqr_ms": _round(value_of(kernel, "iqr_ms"), 6) if kernel is not None else None,
+            "speedup_vs_eager": _round(value_of(v, "speedup_vs_eager")),
+            "speedup_vs_compile": _round(value_of(v, "speedup_vs_compile")),
+            "frac_roofline": _round(value_of(v, "frac_roofline")),
+            "achieved_gbps": _round(value_of(v, "achieved_gbps"), 2),
+            "achieved_tflops": _round(value_of(v, "achieved_tflops"), 3), "size_class": size_class, "log_id": log_id}
     return {k: prov[k] for k in PROVENANCE_KEYS if prov.get(k) is not None}
 
 
@@ -79,7 +86,8 @@ def review_state(current: str | None, v: "Verdict | dict") -> dict[str, Any]:
     """The state a correct measurement earns: "verified", or "needs_review" with the reasons
     when VERIFY.md 18 flags it (speedup over 10x, time within 10% of the roofline floor).
     An approval a person already gave stands."""
-    flags = review_flags(value_of(v, "speedup_vs_eager"), value_of(v, "speedup_vs_compile"), value_of(v, "frac_roofline"))
+    flags = review_flags(value_of(v, "speedup_vs_eager"), value_of(v, "speedup_vs_compile"),
+                         value_of(v, "frac_roofline"))
     if current == "approved":
         return {"state": "approved", "flags": flags}
     return {"state": "needs_review" if flags else "verified", "flags": flags}
@@ -108,14 +116,14 @@ def evidence_record(v: "Verdict | dict", *, pattern: str, transformations: list[
     """One evidence record in the reasoning graph's format, its numbers from the verdict."""
     rec = {"pattern": pattern, "transformations": list(transformations),
            "gpu": gpu or value_of(v, "gpu") or value_of(v, "device") or "unknown", "outcome": outcome,
-           "speedup_vs_eager": round_number(value_of(v, "speedup_vs_eager")),
-           "speedup_vs_compile": round_number(value_of(v, "speedup_vs_compile")),
+           "speedup_vs_eager": _round(value_of(v, "speedup_vs_eager")),
+           "speedup_vs_compile": _round(value_of(v, "speedup_vs_compile")),
            "dtype": dtype or value_of(v, "dtype") or "unknown", "regime": dict(regime or {}), "log_id": log_id,
            "skill": skill, "versions": {"torch": value_of(v, "torch_version"), "triton": value_of(v, "triton_version"),
                                         "driver": value_of(v, "driver")},
            "date": date or now_utc(), "detail": (detail or "")[:300],
-           "kernel_ms": round_number(kernel_ms if kernel_ms is not None else median_ms(v, "kernel_ms"), 6),
-           "frac_roofline": round_number(value_of(v, "frac_roofline"))}
+           "kernel_ms": _round(kernel_ms if kernel_ms is not None else median_ms(v, "kernel_ms"), 6),
+           "frac_roofline": _round(value_of(v, "frac_roofline"))}
     if variant is not None:
         rec["variant"] = variant
     return rec
@@ -155,13 +163,13 @@ def record_outcome(graph: "ReasoningGraph", pattern: Any, transformations: "list
 
 
 # --- what a generate run writes --------------------------------------------------------------
-def float_dtypes(pattern: Any) -> list[str]:
+def float_dtypes(pattern: "OpPattern") -> list[str]:
     """The task's floating-point dtypes, sorted (index inputs such as int64 targets left out)."""
     dtypes = {str(d).replace("torch.", "") for d in (getattr(pattern, "regime", None) or {}).get("dtypes") or []}
     return sorted(d for d in dtypes if d.startswith(("float", "bfloat", "half", "double")))
 
 
-def size_class(pattern: Any) -> str | None:
+def size_class(pattern: "OpPattern") -> str | None:
     return (getattr(pattern, "regime", None) or {}).get("size_class")
 
 
