@@ -28,6 +28,10 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     v.flops, v.bytes_moved = counts.get("flops"), counts.get("bytes_moved")
     if v.device == "cpu":
         v.warnings.append("checked under Triton's CPU interpreter; no time measured")
+    v.isolation = getattr(s, "isolation", "") or v.isolation
+    if getattr(s, "limit", None):
+        v.findings.append(Finding("resource-limit", None, s.limit, True))
+        return _final(v, "rejected", f"resource-limit: {s.limit}", compiled=bool(s.phase1), error=s.stderr or None)
     if s.ref_error is not None:
         return _final(v, "not_checkable", f"the task could not run here: {s.ref_error}"[:400],
                       compiled=False, checkable=False, error=(s.ready or {}).get("traceback"))

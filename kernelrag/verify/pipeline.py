@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.errors import KernelRAGError, TaskError
+from kernelrag.verify import isolation
 from kernelrag.verify import task as T
 from kernelrag.verify.outcome import assemble
 from kernelrag.verify.sandbox import Job, run_session
@@ -36,13 +37,32 @@ def verify(task_path: str | Path, candidate_path: str | Path, **options: Any) ->
         raise TaskError(f"task file {task_path} does not exist; pass a KernelBench task .py file")
     if not candidate_path.is_file():
         raise KernelRAGError(f"candidate file {candidate_path} does not exist; pass a .py file defining ModelNew")
-    return verify_source(task_path.read_text(), candidate_path.read_text(), **options)
+    return verify_source(task_path.read_text(), read_candidate(candidate_path), **options)
+
+
+MAX_CANDIDATE_BYTES = 1 << 20
+
+
+def read_candidate(path: Path) -> str:
+    """The text of a candidate file; refuses anything but a Python source of reasonable size,
+    so that no report ever quotes a line of some other file."""
+    real = Path(path).resolve()
+    if real.suffix != ".py":
+        raise KernelRAGError(f"candidate {path} is not a Python source file (.py); pass the .py file "
+                             "defining ModelNew")
+    size = real.stat().st_size
+    if size > MAX_CANDIDATE_BYTES:
+        raise KernelRAGError(f"candidate {path} is {size} bytes, more than the {MAX_CANDIDATE_BYTES} allowed")
+    try:
+        return real.read_bytes().decode("utf-8")
+    except UnicodeDecodeError:
+        raise KernelRAGError(f"candidate {path} is not UTF-8 text; pass a Python source file") from None
 
 
 def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", timeout_s: float = 300.0,
                   trials: int = 5, measure_time: bool = True, seed: int | None = None,
                   tolerance: dict[str, float] | str | None = None, policy: StaticPolicy | None = None,
-                  cache_dir: str | Path | None = None) -> Verdict:
+                  cache_dir: str | Path | None = None, require_isolation: bool = False) -> Verdict:
     """Check a candidate against a task and return a Verdict; never raises on a bad kernel.
 
     ``device``: "auto" (cuda when a GPU is visible), "cpu" (Triton interpreter, shrunk
@@ -50,7 +70,9 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     distributions in turn). ``seed``: fixes the trials for reproduction (random by
     default). ``tolerance``: a row of the table ("tf32") or {"atol", "rtol", "rel_norm"},
     overriding the task's ``TOLERANCE`` and the dtype default. ``policy``: static rules
-    to disable or downgrade. Raises TaskError only when the task file is malformed.
+    to disable or downgrade. ``require_isolation``: refuse to run the candidate unless
+    an OS sandbox is in force (KernelRAGError); the verdict's ``isolation`` names what
+    was. Raises TaskError only when the task file is malformed.
     """
     start = time.monotonic()
     if device not in DEVICES:
@@ -69,6 +91,13 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     v.findings = list(static.findings)
     early = _static_verdict(v, static)
     if early is None:
+        iso = isolation.probe()
+        v.isolation = iso.describe()
+        if require_isolation and not iso.active:
+            raise KernelRAGError(
+                f"OS isolation is required to run this candidate but none is available ({iso.describe()}); "
+                "allow user namespaces (sysctl kernel.unprivileged_userns_clone=1), install util-linux, "
+                "or run without --require-isolation / require_isolation=false for trusted code only")
         task_tol = _task_tolerance(tree)
         if tolerance is None and task_tol is not None:
             try:
@@ -81,6 +110,7 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
                  measure_time, seed, tolerance, cache_dir)
     else:
         v = early
+        v.isolation = "not needed: rejected before any candidate code ran"
     v.wall_s = round(time.monotonic() - start, 3)
     return v
 

@@ -26,21 +26,27 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelrag.verify import isolation
+
 MARK = "@@kernelrag "
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 
 
-def worker_env(device: str) -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(PACKAGE_ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    env["PYTHONUNBUFFERED"] = "1"
-    env["PYTHONDONTWRITEBYTECODE"] = "1"
-    if device == "cpu":
-        env["TRITON_INTERPRET"] = "1"
-        env["CUDA_VISIBLE_DEVICES"] = ""
-    else:
-        env.pop("TRITON_INTERPRET", None)
-    return env
+def worker_env(device: str, home: str = "/tmp") -> dict[str, str]:
+    """The allow-listed environment of a worker (see ``isolation.base_env``): never a key or token."""
+    return isolation.base_env(device, home)
+
+
+def _launch(argv: list[str], *, device: str, cwd: Path, writable: list[str], readable: list[str] = (),
+            keep_caps: bool = False, **popen) -> subprocess.Popen:
+    """Start ``argv`` in its own session, inside the sandbox when one is available."""
+    iso = isolation.probe()
+    home = "/tmp" if iso.active else str(cwd)
+    env = worker_env(device, home)
+    inner_cwd = str(cwd) if any(str(cwd) == w or str(cwd).startswith(w + os.sep) for w in writable) else None
+    argv = isolation.wrap(iso, argv, device=device, writable=writable, cwd=inner_cwd,
+                          readable=readable, keep_caps=keep_caps, env=env)
+    return subprocess.Popen(argv, cwd=cwd, env=env, start_new_session=True, **popen)
 
 
 def describe_exit(code: int | None) -> str:
@@ -77,14 +83,16 @@ def _tail(path: Path, chars: int) -> str:
 class Server:
     """A long-lived worker: JSON lines in on stdin, marked JSON lines out on stdout."""
 
-    def __init__(self, args: list[str], cwd: Path, env: dict[str, str]):
+    def __init__(self, args: list[str], cwd: Path, device: str, *, writable: list[str] = (),
+                 readable: list[str] = (), keep_caps: bool = False):
         cwd.mkdir(parents=True, exist_ok=True)
         self.cwd = cwd
         self.stderr_path = cwd / "stderr.txt"
         with open(self.stderr_path, "wb") as err:
-            self.proc = subprocess.Popen([sys.executable, "-P", "-m", *args], cwd=cwd, env=env,
-                                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                         start_new_session=True)
+            self.proc = _launch([sys.executable, "-P", "-m", *args], device=device, cwd=cwd,
+                                writable=list(writable), readable=list(readable), keep_caps=keep_caps,
+                                stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=err)
         self.messages: queue.Queue = queue.Queue()
         self.lines: collections.deque[str] = collections.deque(maxlen=50)
         threading.Thread(target=self._read, daemon=True).start()
@@ -132,12 +140,15 @@ class Server:
 class Zygote(Server):
     """The CPU fork server (see ``zygote``): forks candidate children on request."""
 
-    def __init__(self, env: dict[str, str]):
+    def __init__(self):
         self._exits: dict[int, int] = {}
         self._forked: dict[int, int] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count()
-        super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), env)
+        # keep_caps: the zygote itself (which never runs candidate code) makes each child's
+        # own PID and mount namespaces, and the child drops every privilege before the candidate
+        super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), "cpu",
+                         writable=[str(isolation.exchange_base())], keep_caps=True)
         self.ready = self.recv(time.monotonic() + 120.0) is not None
 
     def on_message(self, message: dict[str, Any] | None) -> None:
@@ -152,8 +163,10 @@ class Zygote(Server):
 
     def fork(self, job_path: Path, cwd: Path) -> "Child | None":
         rid = next(self._ids)
+        iso = isolation.probe()
         self.send({"id": rid, "job": str(job_path), "cwd": str(cwd), "stdout": str(cwd / "stdout.txt"),
-                   "stderr": str(cwd / "stderr.txt")})
+                   "stderr": str(cwd / "stderr.txt"), "isolate": iso.active, "switch_uid": iso.switch_uid,
+                   "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES["cpu"]})
         with self._cond:
             self._cond.wait_for(lambda: rid in self._forked or not self.alive(), timeout=30.0)
             pid = self._forked.pop(rid, None)
@@ -175,11 +188,11 @@ class Child:
         self.pid = popen.pid if popen is not None else pid
 
     @classmethod
-    def start(cls, job_path: Path, cwd: Path, env: dict[str, str]) -> "Child":
+    def start(cls, job_path: Path, cwd: Path, device: str) -> "Child":
         with open(cwd / "stdout.txt", "wb") as out, open(cwd / "stderr.txt", "wb") as err:
-            popen = subprocess.Popen(
-                [sys.executable, "-P", "-m", "kernelrag.verify.worker", "candidate", str(job_path)],
-                cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=err, start_new_session=True)
+            popen = _launch([sys.executable, "-P", "-m", "kernelrag.verify.worker", "candidate", str(job_path)],
+                            device=device, cwd=cwd, writable=[str(cwd)], stdin=subprocess.DEVNULL,
+                            stdout=out, stderr=err)
         return cls(cwd, popen=popen)
 
     def poll(self) -> int | None:
@@ -193,7 +206,10 @@ class Child:
     def kill(self) -> None:
         """Kill the process group if still running; a zygote goes back to the pool afterwards."""
         if self.poll() is None:
-            _kill_group(self.pid)
+            if self.popen is not None:
+                _kill_group(self.pid)
+            else:          # a pid of the zygote's PID namespace: only the zygote may signal it
+                self.zygote.send({"kill": self.pid})
         if self.popen is not None:
             self.popen.wait()
         else:
@@ -245,19 +261,19 @@ def give_back(key: str, server: Server, healthy: bool) -> None:
 
 def reference_server(device: str) -> Server:
     return take_server(f"reference-{device}", lambda: Server(
-        ["kernelrag.verify.worker", "reference"], Path(tempfile.mkdtemp(prefix="kernelrag-ref-")),
-        worker_env(device)))
+        ["kernelrag.verify.worker", "reference"], Path(tempfile.mkdtemp(prefix="kernelrag-ref-")), device,
+        readable=[str(isolation.exchange_base())]))
 
 
 def spawn_candidate(job_path: Path, cwd: Path, device: str) -> Child:
     """A candidate process: forked by the CPU zygote when possible, else a new interpreter."""
     if device == "cpu" and hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE"):
-        zygote = take_server("zygote", lambda: Zygote(worker_env("cpu")))
+        zygote = take_server("zygote", Zygote)
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
         if child is not None:
             return child                   # the zygote stays with its child until Child.kill
         zygote.kill()
-    return Child.start(job_path, cwd, worker_env(device))
+    return Child.start(job_path, cwd, device)
 
 
 @atexit.register

@@ -39,11 +39,13 @@ import os
 import secrets
 import shutil
 import tempfile
+import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from kernelrag.verify import isolation
 from kernelrag.verify.processes import reference_server, give_back, spawn_candidate
 
 @dataclass
@@ -59,6 +61,8 @@ class Session:
     crashed: str | None = None                   # exit description
     stderr: str = ""
     not_checkable: str | None = None
+    limit: str | None = None                     # a resource limit the candidate broke (it was killed)
+    isolation: str = ""                          # what OS isolation was in force
 
 
 @dataclass
@@ -80,7 +84,8 @@ class Job:
 
 
 def run_session(job: Job) -> Session:
-    root = Path(tempfile.mkdtemp(prefix="kernelrag-verify-"))
+    root = Path(tempfile.mkdtemp(prefix="kernelrag-verify-", dir=isolation.exchange_base()))
+    root.chmod(0o755)
     try:
         return _run(job, root)
     finally:
@@ -89,9 +94,11 @@ def run_session(job: Job) -> Session:
 
 
 def _run(job: Job, root: Path) -> Session:
-    s = Session()
+    iso = isolation.probe()
+    s = Session(isolation=iso.describe())
     scratch = root / f"c{secrets.token_hex(8)}"
     scratch.mkdir(parents=True)
+    isolation.hand_over(scratch, iso)
     module_name = f"kernelrag_candidate_{secrets.token_hex(4)}"
     cand_path = scratch / f"{module_name}.py"
     cand_path.write_text(job.candidate_source)
@@ -104,11 +111,13 @@ def _run(job: Job, root: Path) -> Session:
     cand_job = {"device": job.device, "interpret": job.device == "cpu", "candidate_path": str(cand_path),
                 "module_name": module_name, "out_dir": str(scratch / "out"),
                 **{f"{name}_path": str(path) for name, path in files.items()},
-                "wait_for_go": wait_for_go, "cache_dir": job.cache_dir}
+                "wait_for_go": wait_for_go, "cache_dir": job.cache_dir,
+                "limits": isolation.candidate_limits(job.device)}
     (scratch / "job.json").write_text(json.dumps(cand_job))
     ref = reference_server(job.device)
     ref.send({"cmd": "job", "job": ref_job})
     cand = spawn_candidate(scratch / "job.json", scratch, job.device)
+    watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], isolation.OUTPUT_BYTES)
     healthy = False
     try:
         s.ready = ref.recv(time.monotonic() + job.timeout_s)
@@ -152,6 +161,8 @@ def _run(job: Job, root: Path) -> Session:
         s.stderr = cand.stderr_tail()
         return s
     finally:
+        watch.stop()
+        s.limit = watch.broken
         cand.kill()
         if healthy:
             ref.send({"cmd": "done"})
@@ -181,3 +192,50 @@ def _all_passed(s: Session) -> bool:
     trials = p.get("trials", {})
     return all(t.get("passed") for t in s.compare["trials"].values()) and all(
         not e.get("problems") and not e.get("inputs_changed") for e in trials.values())
+
+
+class _Watch:
+    """Kills the candidate when its exchange folder or its stdout/stderr outgrow their caps."""
+
+    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, output_bytes: int, period_s: float = 0.05):
+        self.cand, self.scratch = cand, scratch
+        self.scratch_bytes, self.output_bytes, self.period_s = scratch_bytes, output_bytes, period_s
+        self.broken: str | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.period_s):
+            broken = self.check()
+            if broken:
+                self.broken = broken
+                self.cand.kill()
+                return
+
+    def check(self) -> str | None:
+        output = sum(_size(self.scratch / name) for name in ("stdout.txt", "stderr.txt"))
+        if output > self.output_bytes:
+            return (f"the candidate wrote {output / 2**20:.1f} MiB to stdout/stderr (cap "
+                    f"{self.output_bytes / 2**20:.0f} MiB) and was killed")
+        total, files = 0, 0
+        for dirpath, _, names in os.walk(self.scratch):
+            files += len(names)
+            total += sum(_size(Path(dirpath) / n) for n in names)
+            if files > 10_000 or total > self.scratch_bytes:
+                return (f"the candidate wrote {total / 2**20:.1f} MiB in {files} files to its scratch folder "
+                        f"(cap {self.scratch_bytes / 2**20:.0f} MiB, 10000 files) and was killed")
+        return None
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        if self.broken is None:
+            self.broken = self.check()
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.lstat().st_size
+    except OSError:
+        return 0

@@ -91,6 +91,7 @@ class Verdict:
     triton_version: str | None = None
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0
+    isolation: str = ""                    # OS isolation the candidate ran under ("none: why" when none)
 
     # ------------------------------------------------------------------ data
     def to_dict(self) -> dict[str, Any]:
@@ -127,6 +128,8 @@ class Verdict:
             parts.append(_timing_line(self))
         elif self.status in ("correct", "weak_task"):
             parts.append("no time measured")
+        if self.isolation.startswith("none"):
+            parts.append("ran WITHOUT OS isolation (" + self.isolation.partition(": ")[2].split(";")[0] + ")")
         if self.shrunk_sizes:
             parts.append("sizes shrunk: " + ", ".join(
                 f"{k} {v[0]}->{'/'.join(str(x) for x in v[1:])}" for k, v in self.shrunk_sizes.items()))

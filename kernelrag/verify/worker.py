@@ -177,6 +177,9 @@ class CandidateRun:
 
 def run_candidate(job: dict[str, Any]) -> int:
     die_with_parent()
+    from kernelrag.verify.jail import set_limits
+
+    set_limits(job.get("limits") or {})      # CPU seconds, file size, no core dumps, host memory
     phase1, final = Path(job["phase1_path"]), Path(job["result_path"])
     run = CandidateRun(job)
     res = run.result

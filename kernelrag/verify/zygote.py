@@ -20,6 +20,7 @@ from __future__ import annotations
 import json
 import os
 import select
+import signal
 import sys
 import traceback
 
@@ -41,10 +42,33 @@ def _reap() -> None:
         _send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
 
 
+def _isolate(request: dict) -> None:
+    """This child's own PID and mount namespaces: only its exchange folder visible, a fresh
+    /tmp and /proc; then no privileges. The forked process that runs the candidate is PID 1
+    of the new namespace, so every process it starts ends with it."""
+    from kernelrag.verify import jail
+
+    jail.unshare(jail.CLONE_NEWNS | jail.CLONE_NEWPID)
+    jail.hide_siblings(request["base"], request["cwd"], request["tmp_bytes"])
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        if code < 0:
+            signal.signal(-code, signal.SIG_DFL)
+            os.kill(os.getpid(), -code)
+        os._exit(code)
+    jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
+    jail.mount("proc", "/proc", "proc", jail.MS_NOSUID | jail.MS_NODEV | jail.MS_NOEXEC)
+    jail.drop_privileges(request["switch_uid"])
+
+
 def _child(request: dict) -> None:
     code = 1
     try:
         os.setsid()
+        if request.get("isolate"):
+            _isolate(request)
         os.chdir(request["cwd"])
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                                 (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -89,6 +113,12 @@ def serve() -> int:
         while b"\n" in buffer:
             line, buffer = buffer.split(b"\n", 1)
             request = json.loads(line)
+            if "kill" in request:
+                try:
+                    os.killpg(request["kill"], signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+                continue
             pid = os.fork()
             if pid == 0:
                 _child(request)
