@@ -27,10 +27,13 @@ class InputsDiffer(RuntimeError):
 
 
 def classify(exc: BaseException) -> str:
-    """compile_error (Triton compilation), crashed (CUDA context broken), not_checkable or runtime."""
+    """compile_error (Triton compilation), crashed (CUDA context broken), resource_limit (host
+    memory cap), not_checkable or runtime."""
     if isinstance(exc, InputsDiffer):
         return "not_checkable"
     text = f"{type(exc).__name__}: {exc}"
+    if isinstance(exc, MemoryError) or "can't allocate memory" in text:
+        return "resource_limit"         # the host-memory cap of the sandbox
     if any(s in text for s in ("illegal memory access", "CUDA error", "device-side assert",
                                "misaligned address", "unspecified launch failure")):
         return "crashed"

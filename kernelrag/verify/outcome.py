@@ -55,6 +55,10 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     blocking = [f for f in v.findings if f.blocking]
     if blocking:
         return _final(v, "rejected", f"{blocking[0].rule}: {blocking[0].message}", compiled=True)
+    if kind == "resource_limit":
+        message = "host memory cap reached: " + _first_line(result.get("error"), "allocation failed")
+        v.findings.append(Finding("resource-limit", None, message, True))
+        return _final(v, "rejected", f"resource-limit: {message}"[:400], compiled=True, error=result.get("error"))
     if kind:
         status = {"compile_error": "compile_error", "crashed": "crashed",
                   "not_checkable": "not_checkable"}.get(kind, "incorrect")

@@ -117,9 +117,9 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
 
 def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_s, trials, measure_time,
          seed, tolerance, cache_dir) -> Verdict:
-    if resolved == "cpu" and static.uses_cuda_extension:
-        return _stop(v, "not_checkable", "CUDA C++ (load_inline) cannot run on a CPU; verify on a GPU",
-                     compiled=False, checkable=False)
+    if resolved == "cpu" and (static.uses_cuda_extension or static.uses_cpp_extension):
+        return _stop(v, "not_checkable", "CUDA C++ (load_inline) cannot run on a CPU, and no C++ is compiled "
+                                         "in CPU mode; verify on a GPU", compiled=False, checkable=False)
     primary, second = T.variants(task_src, resolved)
     budget_primary, budget_second = BUDGET_BYTES[resolved]
     job = Job(candidate_source=candidate_src, device=resolved, seed=seed, trials=trials,

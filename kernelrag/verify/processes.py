@@ -186,6 +186,7 @@ class Child:
                  zygote: Zygote | None = None):
         self.cwd, self.popen, self.zygote = cwd, popen, zygote
         self.pid = popen.pid if popen is not None else pid
+        self._lock = threading.Lock()             # the scratch watch may kill from its thread
 
     @classmethod
     def start(cls, job_path: Path, cwd: Path, device: str) -> "Child":
@@ -205,6 +206,12 @@ class Child:
 
     def kill(self) -> None:
         """Kill the process group if still running; a zygote goes back to the pool afterwards."""
+        with self._lock:
+            self._kill()
+
+    def _kill(self) -> None:
+        if self.popen is None and isinstance(self.zygote, _Dead):
+            return                                # already killed and given back
         if self.poll() is None:
             if self.popen is not None:
                 _kill_group(self.pid)

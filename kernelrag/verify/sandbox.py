@@ -197,7 +197,7 @@ def _all_passed(s: Session) -> bool:
 class _Watch:
     """Kills the candidate when its exchange folder or its stdout/stderr outgrow their caps."""
 
-    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, output_bytes: int, period_s: float = 0.05):
+    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, output_bytes: int, period_s: float = 0.02):
         self.cand, self.scratch = cand, scratch
         self.scratch_bytes, self.output_bytes, self.period_s = scratch_bytes, output_bytes, period_s
         self.broken: str | None = None

@@ -17,6 +17,10 @@ the static layer would have). Rules:
   file-io           open(), Path/numpy/torch file reading and writing
   forbidden-import  any import outside the allowed set (os, sys, subprocess, pickle, ctypes, gc...)
   introspection     eval/exec/globals/dynamic getattr, dunder attributes, torch private APIs
+  module-reach      sys/os/builtins/subprocess/socket/ctypes/importlib/gc/inspect reached through
+                    another module (warnings.sys, torch.os, numpy.ctypeslib; see ``escapes``)
+  native-code       in load_inline sources: process, file, network, dynamic-loading and
+                    environment calls; native code loaded any other way; C++ without a CUDA kernel
   result-cache      (warning) module-level containers mutated in functions, caches
                     keyed by data_ptr()/id() (subscripts, or `global` state next to them)
   no-kernel         no @triton.jit kernel (or load_inline __global__ kernel) reached from forward
@@ -27,6 +31,7 @@ from __future__ import annotations
 import ast
 from dataclasses import dataclass, field
 
+from kernelrag.verify import escapes
 from kernelrag.verify.callgraph import SourceIndex
 from kernelrag.verify.verdict import Finding
 
@@ -103,6 +108,7 @@ class StaticReport:
     syntax_error: str | None = None
     has_model_new: bool = False
     uses_cuda_extension: bool = False                # load_inline with a __global__ kernel
+    uses_cpp_extension: bool = False                 # any load_inline: C++ is compiled at import
     uses_tl_dot: bool = False
     kernels: list[str] = field(default_factory=list)
 
@@ -134,11 +140,11 @@ class _Checker:
     def __init__(self, idx: SourceIndex, policy: StaticPolicy, report: StaticReport):
         self.idx, self.policy, self.report = idx, policy, report
 
-    def add(self, rule: str, node: ast.AST | None, message: str) -> None:
+    def add(self, rule: str, node: ast.AST | int | None, message: str) -> None:
         if rule in self.policy.disabled:
             return
         blocking = rule not in WARNING_RULES and rule not in self.policy.warn_only
-        line = getattr(node, "lineno", None)
+        line = node if isinstance(node, int) else getattr(node, "lineno", None)
         if any(f.rule == rule and f.line == line and f.message == message for f in self.report.findings):
             return
         self.report.findings.append(Finding(rule, line, message, blocking))
@@ -160,6 +166,10 @@ class _Checker:
     # ------------------------------------------------------------ everywhere
     def _anywhere(self, node: ast.AST) -> None:
         idx = self.idx
+        if isinstance(node, (ast.Attribute, ast.Import, ast.ImportFrom)):
+            resolved = idx.resolve(node) if isinstance(node, ast.Attribute) else None
+            for where, message in escapes.module_reach(node, resolved):
+                self.add("module-reach", where, message)
         if isinstance(node, TRY_NODES):
             self.add("try-except", node, "try/except is not allowed: a fallback hides a failing kernel; "
                                          "let errors propagate")
@@ -249,15 +259,26 @@ class _Checker:
                 self.add("file-io", node, f"{q}(): file and I/O access is not allowed")
         if isinstance(node.func, ast.Attribute) and node.func.attr in FILE_METHODS:
             self.add("file-io", node, f".{node.func.attr}(): file access is not allowed")
+        loader = escapes.extension_call(q)
+        if loader:
+            self.add("native-code", node, loader)
         if q.endswith("cpp_extension.load_inline"):
-            srcs = " ".join(self._strings(kw.value) for kw in node.keywords
-                            if kw.arg in {"cuda_sources", "cpp_sources"}) + " ".join(
-                self._strings(a) for a in node.args[1:3])
-            if "__global__" in srcs:
-                self.report.uses_cuda_extension = True
+            self._load_inline(node)
         if q in {"triton.language.dot", "triton.language.dot_scaled"} or (
                 isinstance(node.func, ast.Attribute) and node.func.attr == "dot" and q.startswith("triton")):
             self.report.uses_tl_dot = True
+
+    def _load_inline(self, node: ast.Call) -> None:
+        self.report.uses_cpp_extension = True
+        parts = [kw.value for kw in node.keywords if kw.arg in {"cuda_sources", "cpp_sources"}] + node.args[1:3]
+        strings = [c for part in parts for c in escapes.source_strings(part, self.idx.tree)]
+        for line, message in escapes.native_calls(strings):
+            self.add("native-code", line, message)
+        if any("__global__" in c.value for c in strings):
+            self.report.uses_cuda_extension = True
+        else:
+            self.add("native-code", node, "load_inline without a __global__ CUDA kernel: C++ is allowed only to "
+                                          "launch a CUDA kernel")
 
     def _strings(self, node: ast.AST) -> str:
         """Text of string constants in ``node``, following module-level names bound to strings."""
