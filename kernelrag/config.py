@@ -46,6 +46,10 @@ class Settings:
     device: str = "auto"                   # auto | cpu | cuda
     verify_timeout_s: float = 300.0
     max_rounds: int = 4
+    require_isolation: bool | None = None  # refuse to run candidates without an OS sandbox;
+                                           # None: on whenever the drafter is an LLM
+    verify_isolation: str = "auto"         # auto | unshare | none; the verifier reads it from
+                                           # $KERNELRAG_VERIFY_ISOLATION (its workers inherit it)
 
     # derived paths ----------------------------------------------------------
     @property
@@ -162,6 +166,8 @@ def load_settings(**overrides: Any) -> Settings:
     settings = Settings(**values)
     if settings.device not in {"auto", "cpu", "cuda"}:
         raise ConfigError(f"device={settings.device!r} is not one of auto, cpu, cuda")
+    if settings.verify_isolation not in {"auto", "unshare", "none"}:
+        raise ConfigError(f"verify_isolation={settings.verify_isolation!r} is not one of auto, unshare, none")
     return settings
 
 

@@ -145,8 +145,10 @@ class Loop:
     # --- steps -------------------------------------------------------------------
     def _verify(self, candidate: str) -> "Verdict":
         self.cost.verify_calls += 1
+        required = self.settings.require_isolation
         return verify_source(self.task.source, candidate, device=self.device,
-                             timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir)
+                             timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
+                             require_isolation=self.parts.llm is not None if required is None else required)
 
     def _add_round(self, r: Round, extra: dict | None = None) -> Round:
         self.rounds.append(r)

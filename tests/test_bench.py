@@ -40,6 +40,16 @@ def test_summary_figures_follow_their_definitions():
     assert "| a |" in markdown(results)
 
 
+def test_a_near_zero_time_cannot_drag_the_geomean():
+    honest = dict(_task("a", True, se=2.0, sc=2.0), kernel_ms=1.0, roofline_floor_ms=0.5)
+    hacked = dict(_task("z", True, se=1e6, sc=1e6), kernel_ms=1e-6, roofline_floor_ms=0.5)
+    s = summarize({"tasks": {"a": honest, "z": hacked}})
+    # z's time counts as its roofline floor: 1e6 * 1e-6 / 0.5 = 2x, not a million
+    assert s["geomean_speedup_vs_eager"] == pytest.approx(2.0)
+    assert s["geomean_speedup_vs_better_baseline"] == pytest.approx(2.0)
+    assert s["fast_p_vs_compile"]["2.0"] == 0.0 and s["floored_tasks"] == ["z"]
+
+
 @pytest.mark.slow
 def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
     tasks = tmp_path / "tasks"

@@ -236,3 +236,14 @@ print(json.dumps({{"ok": r.ok, "skill": r.write_back.skill, "ingested": r.write_
     out = json.loads(done.stdout.strip().splitlines()[-1])
     assert out["ok"] and out["skill"] == "learned_relu_mul_add" and out["graph"] == 1
     assert not out["ingested"] and any("knowledge store is not available" in n for n in out["notes"])
+
+
+def test_an_llm_drafted_candidate_is_never_run_without_os_isolation(empty_seed, monkeypatch):
+    from kernelrag.errors import KernelRAGError
+
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "none")      # as on a machine without namespaces
+    with CannedLLM(["relu_affine_good.md"]) as server:
+        kr = make(empty_seed, server)
+        with pytest.raises(KernelRAGError, match="OS isolation is required"):
+            kr.generate(str(TASK), max_rounds=1, use_memory=False)
+        assert len(server.chat_requests) == 1                    # drafted, then refused before running it

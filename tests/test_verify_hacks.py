@@ -18,6 +18,7 @@ from kernelrag.verify import StaticPolicy, verify
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"
 HACKS = json.loads((FIXTURES / "expectations.json").read_text())["hacks"]
+RUN_TIME_RULES = {"rule:resource-limit"}      # found while the candidate runs
 
 
 def run(row: dict):
@@ -49,10 +50,11 @@ def test_at_least_fifteen_hacks_are_covered():
 @pytest.mark.parametrize("row", HACKS, ids=[label(r) for r in HACKS])
 def test_hack_is_rejected_for_the_right_reason(row):
     verdict = run(row)
-    assert verdict.status == row["status"], verdict.feedback()
+    assert verdict.status == row.get("cpu_status", row["status"]), verdict.feedback()
     assert not verdict.ok
     assert_reason(verdict, row["reason"])
-    if row["reason"].startswith("rule:") and not row.get("disabled") and row["status"] == "rejected":
+    static = row["reason"].startswith("rule:") and row["reason"] not in RUN_TIME_RULES
+    if static and not row.get("disabled") and row["status"] == "rejected":
         assert verdict.checks == []          # rejected before any of its code ran
 
 

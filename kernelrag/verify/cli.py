@@ -30,17 +30,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--timeout", type=float, default=None, help="seconds per stage (default 300)")
     parser.add_argument("--seed", type=int, default=None, help="fix the trials' seeds to reproduce a run")
     parser.add_argument("--no-time", action="store_true", help="skip timing on a GPU")
+    parser.add_argument("--require-isolation", action="store_true", default=None,
+                        help="refuse to run the candidate without an OS sandbox (namespaces); "
+                             "exit 2 when none is available")
     parser.add_argument("--json", action="store_true", help="print the verdict as JSON")
 
 
-def run_args(args: argparse.Namespace, device: str = "auto", timeout_s: float = 300.0) -> int:
+def run_args(args: argparse.Namespace, device: str = "auto", timeout_s: float = 300.0,
+             require_isolation: bool = False) -> int:
     from kernelrag.errors import KernelRAGError
     from kernelrag.verify import verify
 
     try:
         verdict = verify(args.task, args.candidate, device=args.device or device,
                          timeout_s=args.timeout or timeout_s, trials=args.trials, seed=args.seed,
-                         measure_time=not args.no_time)
+                         measure_time=not args.no_time,
+                         require_isolation=bool(args.require_isolation or require_isolation))
     except KernelRAGError as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2

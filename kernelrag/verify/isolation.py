@@ -99,10 +99,13 @@ def requested_mode() -> str:
     return mode
 
 
-@functools.lru_cache(maxsize=None)
 def probe(mode: str | None = None) -> Isolation:
-    """What isolation this machine gives the workers (tried for real, once per process)."""
-    mode = mode or requested_mode()
+    """What isolation this machine gives the workers (tried for real, once per process and mode)."""
+    return _probe(mode or requested_mode())
+
+
+@functools.lru_cache(maxsize=None)
+def _probe(mode: str) -> Isolation:
     plain = "rlimits and an allow-listed environment only; the candidate can read and write what this user can"
     if mode == "none":
         return Isolation("none", f"switched off (KERNELRAG_VERIFY_ISOLATION=none); {plain}")

@@ -222,7 +222,7 @@ class Child:
         else:
             exited = self.zygote.exit_code(self.pid, timeout=10.0) is not None
             zygote, self.zygote = self.zygote, _Dead()
-            give_back("zygote", zygote, healthy=exited)
+            give_back(f"zygote-{isolation.probe().kind}", zygote, healthy=exited)
 
     def exit_description(self) -> str:
         return describe_exit(self.poll())
@@ -266,8 +266,13 @@ def give_back(key: str, server: Server, healthy: bool) -> None:
     server.kill()
 
 
+def reference_key(device: str) -> str:
+    """The pool key of a reference server: per device and per isolation in force."""
+    return f"reference-{device}-{isolation.probe().kind}"
+
+
 def reference_server(device: str) -> Server:
-    return take_server(f"reference-{device}", lambda: Server(
+    return take_server(reference_key(device), lambda: Server(
         ["kernelrag.verify.worker", "reference"], Path(tempfile.mkdtemp(prefix="kernelrag-ref-")), device,
         readable=[str(isolation.exchange_base())]))
 
@@ -275,7 +280,7 @@ def reference_server(device: str) -> Server:
 def spawn_candidate(job_path: Path, cwd: Path, device: str) -> Child:
     """A candidate process: forked by the CPU zygote when possible, else a new interpreter."""
     if device == "cpu" and hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE"):
-        zygote = take_server("zygote", Zygote)
+        zygote = take_server(f"zygote-{isolation.probe().kind}", Zygote)
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
         if child is not None:
             return child                   # the zygote stays with its child until Child.kill

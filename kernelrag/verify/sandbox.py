@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import isolation
-from kernelrag.verify.processes import reference_server, give_back, spawn_candidate
+from kernelrag.verify.processes import give_back, reference_key, reference_server, spawn_candidate
 
 @dataclass
 class Session:
@@ -168,7 +168,7 @@ def _run(job: Job, root: Path) -> Session:
             ref.send({"cmd": "done"})
             idle = ref.recv(time.monotonic() + 30.0)
             healthy = bool(idle and idle.get("idle"))
-        give_back(f"reference-{job.device}", ref, healthy)
+        give_back(reference_key(job.device), ref, healthy)
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

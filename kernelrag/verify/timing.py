@@ -1,6 +1,12 @@
 """GPU timing that a candidate cannot fool: the candidate against eager and torch.compile.
 
-Hacks 9, 11, 12, 17 and 19 of the threat model (shared/VERIFY.md) are handled here:
+Hacks 9, 11, 12, 17, 19 and 26 of the threat model (shared/VERIFY.md) are handled here:
+
+- before each timed call the persisting-L2 limit is set to 0 and persisting lines are
+  reset (``cudaDeviceSetLimit``/``cudaCtxResetPersistingL2Cache`` through libcudart), so a
+  carve-out set by the candidate cannot keep its inputs resident through the flush;
+- inputs are fresh every round when generating them is cheap (at most 20 ms), so no
+  content repeats and a cache keyed by content never hits;
 
 - every timed call starts with L2 flushed (a write of several times its size) and
   inputs rotated through slots whose contents are swapped between rounds, so neither
@@ -103,6 +109,11 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     with torch.no_grad():
         slots, pool, notes = _build_inputs(make_inputs, stream.device)
         warnings += notes
+        fresh = _fresh_is_cheap(make_inputs)
+        l2_reset = _reset_persisting_l2()
+        if not l2_reset:
+            warnings.append("the persisting-L2 limit could not be reset (libcudart not reachable): a persisting "
+                            "carve-out set by the candidate would survive the flush")
         flush = torch.empty(_flush_size(stream.device, flush_bytes), dtype=torch.uint8, device=stream.device)
         for i in range(max(1, warmup)):          # compilation, autotuning, module load: not timed
             for name, fn in list(runners):
@@ -120,10 +131,14 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
         rechecks = []
         for r in range(iters):
             k = r % len(slots)
-            _load(slots[k], pool[(r // len(slots) + k + 1) % len(pool)])
+            # fresh inputs every round where generating them is cheap (no content repeats, so a
+            # cache keyed by content never hits); else contents rotated through the slots
+            _load(slots[k], _as_args(make_inputs()) if fresh else pool[(r // len(slots) + k + 1) % len(pool)])
             shift = r % len(runners)
             outs = {}
             for name, fn in runners[shift:] + runners[:shift]:
+                if l2_reset:
+                    _reset_persisting_l2()
                 try:
                     out, times = _timed_call(fn, slots[k], flush, stream, events[name],
                                              threads if name == "kernel" else None)
@@ -142,7 +157,60 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
             rechecks.append(recheck_outputs(outs["kernel"], outs["eager"], **recheck_kwargs))
             del outs
         del flush
-    return _report(samples, rechecks, threads, iters, warnings, blocking, len(slots), len(pool))
+    result = _report(samples, rechecks, threads, iters, warnings, blocking, len(slots), len(pool))
+    result["wall_check"].update(fresh_inputs_per_round=fresh, persisting_l2_reset=l2_reset)
+    return result
+
+
+FRESH_MAX_MS = 20.0          # generating one input set costs at most this: do it every round
+CUDA_LIMIT_PERSISTING_L2 = 0x06
+_CUDART: list = []
+
+
+def _fresh_is_cheap(make_inputs) -> bool:
+    t0 = _perf_counter()
+    args = make_inputs()
+    _sync()
+    del args
+    return (_perf_counter() - t0) * 1e3 <= FRESH_MAX_MS
+
+
+def _cudart():
+    """libcudart as loaded by torch (ctypes), or None."""
+    if not _CUDART:
+        import ctypes
+        import glob
+        import os
+        import sys
+
+        lib = None
+        names = ["libcudart.so", "libcudart.so.13", "libcudart.so.12", "libcudart.so.11.0"]
+        for d in [os.path.join(os.path.dirname(torch.__file__), "lib")] + [
+                os.path.join(p, "nvidia", "cuda_runtime", "lib") for p in sys.path]:
+            names += sorted(glob.glob(os.path.join(d, "libcudart.so*")))
+        for name in names:
+            try:
+                lib = ctypes.CDLL(name)
+                break
+            except OSError:
+                continue
+        _CUDART.append(lib)
+    return _CUDART[0]
+
+
+def _reset_persisting_l2() -> bool:
+    """Set the persisting-L2 limit to 0 and reset persisting lines (VERIFY.md 26); False if impossible."""
+    import ctypes
+
+    lib = _cudart()
+    if lib is None:
+        return False
+    try:
+        limit = lib.cudaDeviceSetLimit(ctypes.c_int(CUDA_LIMIT_PERSISTING_L2), ctypes.c_size_t(0))
+        lines = lib.cudaCtxResetPersistingL2Cache()
+    except AttributeError:
+        return False
+    return limit == 0 and lines == 0
 
 
 def _report(samples, rechecks, threads, iters, warnings, blocking, n_slots, n_pool) -> dict[str, Any]:

@@ -1,0 +1,196 @@
+"""The OS sandbox around the verifier's workers (kernelrag/verify/isolation.py, jail.py).
+
+Each escape fixture (tests/fixtures/verify/hacks/escape_*.py) runs with the static rules
+that would stop it switched off, so that only the sandbox stands between it and the
+machine. Everything it aims at is the test's own: temporary folders, a loopback listener
+the test starts, a ``sleep`` of a unique length that the test looks for and kills by PID.
+Needs namespaces (CI: root on Debian; a laptop: user namespaces); skipped where the
+verifier reports that none are available.
+"""
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelrag.errors import KernelRAGError
+from kernelrag.verify import StaticPolicy, verify, verify_source
+from kernelrag.verify import isolation
+
+FIXTURES = Path(__file__).parent / "fixtures" / "verify"
+RELU_TASK = FIXTURES / "tasks" / "relu.py"
+STATIC_OFF = StaticPolicy(disabled=frozenset({"module-reach", "file-io", "forbidden-import", "introspection",
+                                              "native-code"}))
+isolated = pytest.mark.skipif(not isolation.probe("auto").active,
+                              reason=f"no OS isolation here: {isolation.probe('auto').describe()}")
+
+
+def escape(tmp_path: Path, name: str, **values: str) -> Path:
+    source = (FIXTURES / "hacks" / f"{name}.py").read_text()
+    for key, value in values.items():
+        source = source.replace(f"__{key}__", value)
+    path = tmp_path / f"{name}.py"
+    path.write_text(source)
+    return path
+
+
+def test_environment_is_an_allow_list(monkeypatch):
+    for name in ("MY_API_KEY", "GITHUB_TOKEN", "OPENAI_BASE_URL", "KERNELRAG_LLM_API_KEY", "DB_SECRET",
+                 "TORCH_HUB_TOKEN"):
+        monkeypatch.setenv(name, "sk-very-secret")
+    monkeypatch.setenv("TRITON_DEBUG", "0")
+    env = isolation.base_env("cpu", "/tmp")
+    assert "sk-very-secret" not in json.dumps(env)
+    assert env["TRITON_DEBUG"] == "0" and env["TRITON_INTERPRET"] == "1" and env["HOME"] == "/tmp"
+    assert "KERNELRAG_HOME" not in env
+
+
+def test_isolation_can_be_switched_off_and_says_so(monkeypatch):
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "none")
+    verdict = verify(RELU_TASK, FIXTURES / "positive" / "relu.py", device="cpu")
+    assert verdict.ok and verdict.isolation.startswith("none")
+    assert "WITHOUT OS isolation" in verdict.summary()
+    with pytest.raises(KernelRAGError, match="OS isolation is required"):
+        verify(RELU_TASK, FIXTURES / "positive" / "relu.py", device="cpu", require_isolation=True)
+
+
+def test_bad_isolation_mode_is_refused(monkeypatch):
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "chroot")
+    with pytest.raises(ValueError, match="auto, unshare, none"):
+        isolation.requested_mode()
+
+
+def test_candidate_path_must_be_a_python_source(tmp_path):
+    secret = tmp_path / "notes.txt"
+    secret.write_text("root:x:0:0:do not echo me\n")
+    for path in (secret, Path("/etc/passwd")):
+        with pytest.raises(KernelRAGError, match="not a Python source") as err:
+            verify(RELU_TASK, path, device="cpu")
+        assert "do not echo" not in str(err.value) and "root:x" not in str(err.value)
+    big = tmp_path / "big.py"
+    big.write_text("#" * (2 << 20))
+    with pytest.raises(KernelRAGError, match="bytes"):
+        verify(RELU_TASK, big, device="cpu")
+
+
+@isolated
+def test_honest_kernel_verifies_inside_the_sandbox():
+    verdict = verify(RELU_TASK, FIXTURES / "positive" / "relu.py", device="cpu", require_isolation=True)
+    assert verdict.ok, verdict.feedback()
+    assert verdict.isolation.startswith("unshare") and "namespaces" in verdict.isolation
+    assert "WITHOUT" not in verdict.summary()
+
+
+@isolated
+def test_no_write_to_home_or_kernelrag_home(tmp_path, monkeypatch, kernelrag_home):
+    home = tmp_path / "home"
+    home.mkdir()
+    kernelrag_home.mkdir(parents=True, exist_ok=True)
+    monkeypatch.setenv("HOME", str(home))
+    stray = Path("/tmp/kernelrag-escape-marker")
+    stray.unlink(missing_ok=True)
+    path = escape(tmp_path, "escape_warnings_os", HOME=str(home), KERNELRAG_HOME=str(kernelrag_home))
+    verdict = verify(RELU_TASK, path, device="cpu", policy=STATIC_OFF)
+    assert not verdict.ok and verdict.status == "compile_error", verdict.feedback()
+    assert "No such file or directory" in (verdict.error or "")     # the folders are not even visible
+    assert list(home.iterdir()) == [] and not (kernelrag_home / "kernelrag-escape-marker").exists()
+    assert not stray.exists()                                      # its /tmp is a private tmpfs
+    static = verify(RELU_TASK, path, device="cpu")
+    assert static.status == "rejected" and "module-reach" in {f.rule for f in static.blocking_findings}
+    assert any(f.rule == "module-reach" and f.line == 12 for f in static.findings)
+
+
+@isolated
+def test_no_secret_reaches_the_verdict(tmp_path, monkeypatch):
+    key = "sk-" + secrets.token_hex(12)
+    monkeypatch.setenv("SERVICE_API_KEY", key)
+    monkeypatch.setenv("KERNELRAG_LLM_API_KEY", key)
+    verdict = verify(RELU_TASK, escape(tmp_path, "escape_secret_env"), device="cpu", policy=STATIC_OFF)
+    assert not verdict.ok
+    assert "leaked" in verdict.feedback()                          # it ran, and found nothing to leak
+    assert key not in json.dumps(verdict.to_dict()) and key not in verdict.feedback()
+
+
+def _processes_with(text: str) -> list[int]:
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if text in (entry / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace"):
+                    found.append(int(entry.name))
+            except OSError:
+                continue
+    return found
+
+
+@isolated
+def test_no_detached_process_outlives_the_verification(tmp_path):
+    seconds = str(7_000_000 + secrets.randbelow(1_000_000))
+    verdict = verify(RELU_TASK, escape(tmp_path, "escape_detached", SECONDS=seconds), device="cpu",
+                     policy=STATIC_OFF)
+    left = _processes_with(f"sleep {seconds}")
+    for _ in range(50):                       # the namespace's last processes may still be exiting
+        if not left:
+            break
+        time.sleep(0.1)
+        left = _processes_with(f"sleep {seconds}")
+    for pid in left:
+        os.kill(pid, signal.SIGKILL)
+    assert left == [], f"a detached process survived the verification ({verdict.status})"
+
+
+@isolated
+def test_no_network_connection_is_made(tmp_path):
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(1)
+    server.settimeout(0.2)
+    accepted: list[bytes] = []
+    stop = threading.Event()
+
+    def accept() -> None:
+        while not stop.is_set():
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                continue
+            accepted.append(conn.recv(100))
+            conn.close()
+
+    thread = threading.Thread(target=accept, daemon=True)
+    thread.start()
+    try:
+        port = str(server.getsockname()[1])
+        verdict = verify(RELU_TASK, escape(tmp_path, "escape_network", PORT=port), device="cpu", policy=STATIC_OFF)
+    finally:
+        stop.set()
+        thread.join()
+        server.close()
+    assert not verdict.ok and verdict.status == "compile_error"
+    assert "Network is unreachable" in (verdict.error or "") or "refused" in (verdict.error or "")
+    assert accepted == []
+
+
+def test_cpu_mode_never_compiles_cpp(tmp_path):
+    marker = tmp_path / "cpp-ran"
+    path = escape(tmp_path, "escape_cpp_system", MARKER=str(marker))
+    verdict = verify(RELU_TASK, path, device="cpu", policy=STATIC_OFF)
+    assert verdict.status == "not_checkable" and "no C++ is compiled" in verdict.reason
+    assert not marker.exists()
+    static = verify(RELU_TASK, path, device="cpu")
+    rules = {(f.rule, f.line) for f in static.blocking_findings}
+    assert static.status == "rejected" and ("native-code", 12) in rules
+
+
+def test_static_rejection_needs_no_isolation(monkeypatch):
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "none")
+    src = (FIXTURES / "hacks" / "escape_warnings_os.py").read_text()
+    verdict = verify_source(RELU_TASK.read_text(), src, device="cpu", require_isolation=True)
+    assert verdict.status == "rejected" and verdict.isolation.startswith("not needed")
