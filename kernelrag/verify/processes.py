@@ -189,10 +189,11 @@ class Child:
         self._lock = threading.Lock()             # the scratch watch may kill from its thread
 
     @classmethod
-    def start(cls, job_path: Path, cwd: Path, device: str) -> "Child":
+    def start(cls, job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> "Child":
         with open(cwd / "stdout.txt", "wb") as out, open(cwd / "stderr.txt", "wb") as err:
             popen = _launch([sys.executable, "-P", "-m", "kernelrag.verify.worker", "candidate", str(job_path)],
-                            device=device, cwd=cwd, writable=[str(cwd)], stdin=subprocess.DEVNULL,
+                            device=device, cwd=cwd, writable=[str(cwd)], readable=list(readable),
+                            stdin=subprocess.DEVNULL,
                             stdout=out, stderr=err)
         return cls(cwd, popen=popen)
 
@@ -277,15 +278,16 @@ def reference_server(device: str) -> Server:
         readable=[str(isolation.exchange_base())]))
 
 
-def spawn_candidate(job_path: Path, cwd: Path, device: str) -> Child:
-    """A candidate process: forked by the CPU zygote when possible, else a new interpreter."""
+def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
+    """A candidate process: forked by the CPU zygote when possible, else a new interpreter.
+    ``readable``: folders it may read besides its own (the measured-ceilings cache), read-only."""
     if device == "cpu" and hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE"):
         zygote = take_server(f"zygote-{isolation.probe().kind}", Zygote)
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
         if child is not None:
             return child                   # the zygote stays with its child until Child.kill
         zygote.kill()
-    return Child.start(job_path, cwd, device)
+    return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
 
 
 @atexit.register

@@ -116,7 +116,8 @@ def _run(job: Job, root: Path) -> Session:
     (scratch / "job.json").write_text(json.dumps(cand_job))
     ref = reference_server(job.device)
     ref.send({"cmd": "job", "job": ref_job})
-    cand = spawn_candidate(scratch / "job.json", scratch, job.device)
+    cand = spawn_candidate(scratch / "job.json", scratch, job.device,
+                           readable=[job.cache_dir] if job.cache_dir else [])
     watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], isolation.OUTPUT_BYTES)
     healthy = False
     try:

@@ -1,0 +1,102 @@
+"""The time OS isolation adds to one verification (issue 11's measurement; a benchmark, not a test).
+
+    python bench/isolation_overhead.py                       # CPU: writes bench/results/isolation-cpu-DATE.json
+    PYTHONPATH=. python3 bench/isolation_overhead.py --device cuda --trials 3   # on a GPU machine
+
+Each trial is a fresh interpreter that verifies one honest kernel twice: the first
+verification starts the worker processes (reference server, and on CPU the zygote),
+the second reuses them, as a session that verifies many candidates does. Trials
+alternate between ``KERNELRAG_VERIFY_ISOLATION=none`` and ``auto`` so that load on a
+shared machine hits both alike. Reported per mode: median, interquartile range and
+every sample, for the cold (first) and warm (second) verification, and the medians'
+difference. Needs only the standard library in this process.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASK = ROOT / "tests" / "fixtures" / "verify" / "tasks" / "relu.py"
+KERNEL = ROOT / "tests" / "fixtures" / "verify" / "positive" / "relu.py"
+MARK = "ISOLATION-TRIAL "
+
+DRIVER = """
+import json, sys, time
+from kernelrag.verify import verify
+out = []
+for _ in range(2):
+    t0 = time.perf_counter()
+    v = verify(sys.argv[1], sys.argv[2], device=sys.argv[3])
+    out.append({"wall_s": time.perf_counter() - t0, "status": v.status, "isolation": v.isolation,
+                "torch": v.torch_version, "triton": v.triton_version})
+print("ISOLATION-TRIAL " + json.dumps(out))
+"""
+
+
+def trial(mode: str, device: str) -> list[dict]:
+    env = dict(os.environ, KERNELRAG_VERIFY_ISOLATION=mode, PYTHONPATH=str(ROOT))
+    env.pop("KERNELRAG_VERIFY_NO_ZYGOTE", None)
+    proc = subprocess.run([sys.executable, "-c", DRIVER, str(TASK), str(KERNEL), device], env=env,
+                          capture_output=True, text=True, timeout=900)
+    for line in proc.stdout.splitlines():
+        if line.startswith(MARK):
+            return json.loads(line[len(MARK):])
+    raise RuntimeError(f"trial in mode {mode} gave no result: {proc.stderr[-2000:]}")
+
+
+def stats(samples: list[float]) -> dict:
+    q = statistics.quantiles(samples, n=4, method="inclusive") if len(samples) > 1 else [samples[0]] * 3
+    return {"median_s": statistics.median(samples), "iqr_s": q[2] - q[0], "min_s": min(samples),
+            "max_s": max(samples), "samples_s": [round(s, 3) for s in samples]}
+
+
+def unshare_version() -> str | None:
+    try:
+        return subprocess.run(["unshare", "--version"], capture_output=True, text=True).stdout.strip() or None
+    except OSError:
+        return None
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--out", help="results file (default bench/results/isolation-DEVICE-DATE.json)")
+    args = parser.parse_args()
+    today = datetime.date.today().isoformat()
+    out = Path(args.out or ROOT / "bench" / "results" / f"isolation-{args.device}-{today}.json")
+    runs: dict[str, list[list[dict]]] = {"none": [], "auto": []}
+    for i in range(args.trials):
+        for mode in (("none", "auto") if i % 2 == 0 else ("auto", "none")):
+            runs[mode].append(trial(mode, args.device))
+            print(f"trial {i + 1}/{args.trials} {mode}: " + ", ".join(
+                f"{r['wall_s']:.2f} s {r['status']}" for r in runs[mode][-1]), flush=True)
+    result = {"date": today, "device": args.device, "trials": args.trials,
+              "task": str(TASK.relative_to(ROOT)), "candidate": str(KERNEL.relative_to(ROOT)),
+              "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
+                          "root": os.geteuid() == 0},
+              "versions": {"torch": runs["auto"][0][0]["torch"], "triton": runs["auto"][0][0]["triton"],
+                           "unshare": unshare_version()},
+              "isolation": {mode: runs[mode][0][0]["isolation"] for mode in runs},
+              "statuses": sorted({r["status"] for mode in runs for t in runs[mode] for r in t})}
+    for phase, index in (("cold", 0), ("warm", 1)):
+        per = {mode: stats([t[index]["wall_s"] for t in runs[mode]]) for mode in runs}
+        per["overhead_median_s"] = round(per["auto"]["median_s"] - per["none"]["median_s"], 3)
+        result[phase] = per
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps({k: result[k] for k in ("cold", "warm")}, indent=1))
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
