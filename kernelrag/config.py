@@ -48,7 +48,7 @@ class Settings:
     max_rounds: int = 4
     require_isolation: bool | None = None  # refuse to run candidates without an OS sandbox;
                                            # None: on whenever the drafter is an LLM
-    verify_isolation: str = "auto"         # auto | unshare | none; the verifier reads it from
+    verify_isolation: str = "auto"         # auto | unshare | direct | none; the verifier reads it from
                                            # $KERNELRAG_VERIFY_ISOLATION (its workers inherit it)
 
     # derived paths ----------------------------------------------------------
@@ -166,8 +166,8 @@ def load_settings(**overrides: Any) -> Settings:
     settings = Settings(**values)
     if settings.device not in {"auto", "cpu", "cuda"}:
         raise ConfigError(f"device={settings.device!r} is not one of auto, cpu, cuda")
-    if settings.verify_isolation not in {"auto", "unshare", "none"}:
-        raise ConfigError(f"verify_isolation={settings.verify_isolation!r} is not one of auto, unshare, none")
+    if settings.verify_isolation not in {"auto", "unshare", "direct", "none"}:
+        raise ConfigError(f"verify_isolation={settings.verify_isolation!r} is not one of auto, unshare, direct, none")
     return settings
 
 

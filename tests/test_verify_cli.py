@@ -40,3 +40,12 @@ def test_module_entry_point_runs_without_torch_in_the_parent():
     out = done.stdout
     assert out.strip().endswith("EXIT 0 False"), done.stderr[-2000:]
     assert json.loads(out[:out.rindex("EXIT")])["status"] == "correct"
+
+
+def test_require_isolation_flag_refuses_without_a_sandbox(capsys, monkeypatch):
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "none")
+    assert main(["verify", TASK, GOOD, "--device", "cpu", "--require-isolation"]) == 2
+    assert "OS isolation is required" in capsys.readouterr().err
+    monkeypatch.setenv("KERNELRAG_REQUIRE_ISOLATION", "true")      # the setting does the same
+    assert main(["verify", TASK, GOOD, "--device", "cpu"]) == 2
+    assert "OS isolation is required" in capsys.readouterr().err

@@ -63,7 +63,7 @@ def test_isolation_can_be_switched_off_and_says_so(monkeypatch):
 
 def test_bad_isolation_mode_is_refused(monkeypatch):
     monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "chroot")
-    with pytest.raises(ValueError, match="auto, unshare, none"):
+    with pytest.raises(ValueError, match="auto, unshare, direct, none"):
         isolation.requested_mode()
 
 
@@ -132,6 +132,19 @@ def _processes_with(text: str) -> list[int]:
 
 @isolated
 def test_no_detached_process_outlives_the_verification(tmp_path):
+    assert_no_detached_process(tmp_path)
+
+
+def test_direct_namespace_calls_where_util_linux_is_missing(tmp_path, monkeypatch):
+    if not isolation.probe("direct").active:
+        pytest.skip(f"no namespaces by direct calls here: {isolation.probe('direct').describe()}")
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "direct")
+    verdict = verify(RELU_TASK, FIXTURES / "positive" / "relu.py", device="cpu", require_isolation=True)
+    assert verdict.ok and verdict.isolation.startswith("direct: ")
+    assert_no_detached_process(tmp_path)
+
+
+def assert_no_detached_process(tmp_path: Path) -> None:
     seconds = str(7_000_000 + secrets.randbelow(1_000_000))
     verdict = verify(RELU_TASK, escape(tmp_path, "escape_detached", SECONDS=seconds), device="cpu",
                      policy=STATIC_OFF)

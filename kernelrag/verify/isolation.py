@@ -14,7 +14,8 @@ namespace maps them to root inside it, without capabilities.
 What works is probed once per process by starting a sandboxed interpreter
 (``probe``); when nothing works the workers run as plain processes with the
 allow-listed environment and rlimits, and every verdict says so (``describe``).
-``KERNELRAG_VERIFY_ISOLATION`` (auto, unshare, none) overrides the choice.
+Where util-linux is missing, ``jail`` makes the same namespaces itself ("direct").
+``KERNELRAG_VERIFY_ISOLATION`` (auto, unshare, direct, none) overrides the choice.
 
 Standard library only (the parent process imports this).
 """
@@ -36,7 +37,7 @@ from pathlib import Path
 
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
 JAIL = Path(__file__).with_name("jail.py")
-MODES = ("auto", "unshare", "none")
+MODES = ("auto", "unshare", "direct", "none")
 NOBODY = 65534
 
 TMP_BYTES = {"cpu": 512 << 20, "cuda": 4 << 30}          # private tmpfs: HOME, Triton/extension caches
@@ -79,7 +80,7 @@ def base_env(device: str, home: str) -> dict[str, str]:
 
 @dataclass(frozen=True)
 class Isolation:
-    kind: str            # "unshare" or "none"
+    kind: str            # "unshare" (util-linux), "direct" (unshare(2) from the jail) or "none"
     detail: str          # what is in force, or why nothing is
     userns: bool = False
     switch_uid: bool = False
@@ -111,23 +112,39 @@ def _probe(mode: str) -> Isolation:
         return Isolation("none", f"switched off (KERNELRAG_VERIFY_ISOLATION=none); {plain}")
     if not sys.platform.startswith("linux"):
         return Isolation("none", f"no Linux namespaces on {sys.platform}; {plain}")
-    if shutil.which("unshare") is None:
-        return Isolation("none", f"util-linux unshare not found; {plain}")
     root = os.geteuid() == 0
-    candidate = Isolation("unshare", "", userns=not root, switch_uid=root)
-    argv = wrap(candidate, [sys.executable, "-I", "-c", "pass"], device="cpu", writable=[], cwd=None)
-    try:
-        out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env("cpu", "/tmp"))
-    except (OSError, subprocess.TimeoutExpired) as exc:
-        return Isolation("none", f"unshare failed ({exc}); {plain}")
-    if out.returncode != 0:
-        why = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1][:200]
-        return Isolation("none", f"namespaces not permitted here ({why}); {plain}")
-    ns = "user,pid,net,mount,ipc,uts" if not root else "pid,net,mount,ipc,uts"
-    who = "uid 65534" if root else "root of a user namespace"
-    return Isolation("unshare", f"{ns} namespaces; read-only view of the interpreter, site-packages and repo; "
-                                f"private tmpfs; no network; rlimits; {who} without capabilities",
-                     userns=not root, switch_uid=root)
+    kinds = [k for k in ("unshare", "direct") if mode in ("auto", k)]
+    if "unshare" in kinds and shutil.which("unshare") is None:
+        kinds.remove("unshare")
+    failures = []
+    # run by root: workers as uid 65534 first; where that user cannot read the repo or the
+    # interpreter (a checkout under /root), as root without capabilities
+    for kind, switch in [(k, sw) for k in kinds for sw in ((True, False) if root else (False,))]:
+        candidate = Isolation(kind, "", userns=not root, switch_uid=switch)
+        argv = wrap(candidate, [sys.executable, "-P", "-c", PROBE], device="cpu", writable=[], cwd=None)
+        try:
+            out = subprocess.run(argv, capture_output=True, text=True, timeout=60, env=base_env("cpu", "/tmp"))
+        except (OSError, subprocess.TimeoutExpired) as exc:
+            failures.append(f"{kind}: {exc}")
+            continue
+        if out.returncode != 0:
+            why = (out.stderr.strip().splitlines() or [f"exit code {out.returncode}"])[-1][:200]
+            failures.append(f"{kind}{' as uid 65534' if switch else ''}: {why}")
+            continue
+        ns = "user,pid,net,mount,ipc,uts" if not root else "pid,net,mount,ipc,uts"
+        who = "uid 65534" if switch else ("root" if root else "root of a user namespace")
+        return Isolation(kind, f"{ns} namespaces; read-only view of the interpreter, site-packages and repo; "
+                               f"private tmpfs; no network; rlimits; {who} without capabilities",
+                         userns=not root, switch_uid=switch)
+    tried = "; ".join(failures) or "util-linux unshare not found"
+    return Isolation("none", f"namespaces not available here ({tried}); {plain}")
+
+
+# what a worker needs, checked without importing torch (seconds): the package, torch, triton
+PROBE = ("import importlib.util, os\n"
+         "for name in ('kernelrag', 'torch', 'triton'):\n"
+         "    spec = importlib.util.find_spec(name)\n"
+         "    assert spec and os.access(spec.origin, os.R_OK), f'{name} is not readable in the sandbox'\n")
 
 
 def readonly_paths(device: str) -> list[str]:
@@ -163,6 +180,9 @@ def wrap(iso: Isolation, argv: list[str], *, device: str, writable: list[str], c
             "readable": list(readable), "devices": device_paths(device), "tmp_bytes": TMP_BYTES[device], "cwd": cwd,
             "limits": {**BASE_LIMITS, "fsize": FSIZE_BYTES[device]}, "keep_caps": keep_caps,
             "switch_uid": iso.switch_uid, "env": env or base_env(device, "/tmp")}
+    if iso.kind == "direct":
+        spec.update(direct=True, userns=iso.userns)
+        return [sys.executable, "-I", str(JAIL), json.dumps(spec), "--", *argv]
     ns = ["--user", "--map-root-user"] if iso.userns else []
     return ["unshare", *ns, "--pid", "--fork", "--kill-child", "--net", "--mount", "--ipc", "--uts",
             sys.executable, "-I", str(JAIL), json.dumps(spec), "--", *argv]

@@ -2,7 +2,8 @@
 
 Run as ``python -I jail.py SPEC_JSON -- ARGV...`` by ``isolation.wrap`` after
 ``unshare`` made new PID, network, mount, IPC and UTS namespaces (and a user
-namespace when not run by root). Standard library only, and no import of the
+namespace when not run by root), or, where util-linux is missing, making them itself
+with direct ``unshare(2)`` calls (``enter_namespaces``). Standard library only, and no import of the
 package: it runs before the interpreter of the worker exists.
 
 The view is a new root on a small tmpfs, entered with ``pivot_root`` (the old root
@@ -30,7 +31,8 @@ import os
 import resource
 import sys
 
-CLONE_NEWNS, CLONE_NEWPID = 0x00020000, 0x20000000
+CLONE_NEWNS, CLONE_NEWPID, CLONE_NEWUSER = 0x00020000, 0x20000000, 0x10000000
+CLONE_NEWNET, CLONE_NEWIPC, CLONE_NEWUTS = 0x40000000, 0x08000000, 0x04000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC = 1, 2, 4, 8
 MS_REMOUNT, MS_BIND, MS_REC, MS_PRIVATE = 32, 4096, 16384, 1 << 18
 MNT_DETACH = 2
@@ -168,10 +170,30 @@ def drop_privileges(switch_uid: bool) -> None:
     _check(_libc.capset(ctypes.byref(_CapHeader(0x20080522, 0)), data), "capset")
 
 
+def enter_namespaces(userns: bool) -> None:
+    """What ``unshare --pid --fork --net --mount --ipc --uts [--user --map-root-user]`` does, for
+    machines without util-linux: returns in a child that is PID 1 of the new namespaces; the
+    caller's process waits for it and leaves with its status."""
+    uid, gid = os.getuid(), os.getgid()
+    unshare(CLONE_NEWNS | CLONE_NEWPID | CLONE_NEWNET | CLONE_NEWIPC | CLONE_NEWUTS | (CLONE_NEWUSER if userns else 0))
+    if userns:
+        for name, text in (("setgroups", "deny"), ("uid_map", f"0 {uid} 1"), ("gid_map", f"0 {gid} 1")):
+            with open(f"/proc/self/{name}", "w") as f:
+                f.write(text)
+    pid = os.fork()
+    if pid:
+        _, status = os.waitpid(pid, 0)
+        code = os.waitstatus_to_exitcode(status)
+        os._exit(128 - code if code < 0 else code)
+    prctl(PR_SET_PDEATHSIG, 9)
+
+
 def main(argv: list[str]) -> int:
     spec = json.loads(argv[0])
     command = argv[argv.index("--") + 1:]
     try:
+        if spec.get("direct"):
+            enter_namespaces(spec.get("userns", False))
         build_root(spec)
         set_limits(spec.get("limits", {}))
         if not spec.get("keep_caps"):

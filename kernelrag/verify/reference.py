@@ -26,7 +26,8 @@ MARK = "@@kernelrag "
 OTHER_SEED = 7919
 NULL_CONTROLS = ("zeros", "constant", "poisoned", "other_seed")
 # CPU mode has no timing to re-check outputs (VERIFY.md 25): this many more calls, on fresh
-# inputs, after the trials: more than the GPU timing's warm-up (10) plus the trials before it
+# inputs at the task's smallest size, after the trials: with them more calls are compared than
+# a GPU run makes before its timed (re-checked) rounds (the trials, one call, 10 of warm-up)
 LATE_CALLS = {"cpu": 12, "cuda": 0}
 LATE_SEED = 1000
 
@@ -136,14 +137,14 @@ class Reference:
             inputs, native2, refs2 = self._reference("second", seed + 100, "normal")
             trials.append(self._trial("shape2", "second", seed + 100, "normal", inputs, refs2,
                                       expected=C.structure(native2), native=native2))
-        for i in range(LATE_CALLS.get(self.device, 0)):
+        for i in range(LATE_CALLS.get(self.device, 0) if "late" in self.mods else 0):
             dist = "normal" if not nonneg else "normal+abs"
-            inputs, native_l, refs_l = self._reference("primary", seed + LATE_SEED + i, dist)
+            inputs, native_l, refs_l = self._reference("late", seed + LATE_SEED + i, dist)
             if finite and not _finite(refs_l):
                 dist = "task"
-                inputs, native_l, refs_l = self._reference("primary", seed + LATE_SEED + i, dist)
-            trials.append(self._trial(f"late{i}", "primary", seed + LATE_SEED + i, dist, inputs, refs_l,
-                                      native=native_l))
+                inputs, native_l, refs_l = self._reference("late", seed + LATE_SEED + i, dist)
+            trials.append(self._trial(f"late{i}", "late", seed + LATE_SEED + i, dist, inputs, refs_l,
+                                      expected=C.structure(native_l), native=native_l))
         return trials
 
     def _trial(self, tid, slot, seed, dist, inputs, refs, expected=None, native=None) -> dict[str, Any]:
@@ -249,6 +250,8 @@ def prepare(job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:
             raise TaskProblem("no size of the task runs within the budget: " + "; ".join(ref.reasons))
         second = (ref.choose("second", job["second"], job["budget_second"], skip=primary["source"])
                   if job["second"] else None)
+        late = (ref.choose("late", list(reversed(job["primary"])), job["budget_primary"])
+                if LATE_CALLS.get(device) else None)                 # the smallest size that runs
         if job["second"] and second is None:
             ref.warn("no second shape fits the budget; checked one shape only")
         trials = ref.build_trials()
@@ -261,7 +264,7 @@ def prepare(job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:
     except Exception as exc:   # noqa: BLE001 - the task failed: say so instead of dying
         return None, {"ok": False, "kind": "task", "error": f"{type(exc).__name__}: {exc}",
                       "traceback": traceback.format_exc()[-4000:]}
-    return ref, {"ok": True, "trials": trials, "primary": primary, "second": second, "nulls": nulls,
+    return ref, {"ok": True, "trials": trials, "primary": primary, "second": second, "late": late, "nulls": nulls,
                  "tolerances": [t.to_dict() for t in ref.tols], "input_dtypes": ref.input_dtypes,
                  "hi_dtype": str(ref.hi_dtype).removeprefix("torch."), "counts": counts,
                  "warnings": ref.warnings, "torch_version": torch.__version__}

@@ -179,7 +179,8 @@ def _write(path: Path, data: dict[str, Any]) -> None:
 
 
 def _plan(job: Job, ready: dict[str, Any]) -> dict[str, Any]:
-    variants = {"primary": ready["primary"], "second": ready["second"], "timing": job.original}
+    variants = {"primary": ready["primary"], "second": ready["second"], "late": ready.get("late"),
+                "timing": job.original}
     return {"variants": variants, "trials": ready["trials"], "tolerances": ready["tolerances"],
             "counts": ready.get("counts"), "timing_seed": job.seed + 500}
 
