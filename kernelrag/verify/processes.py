@@ -6,7 +6,12 @@
   zygote is available) or a child forked by the zygote (CPU). Both run in their own
   session, so ``kill`` takes the whole process group.
 * Pools: one reference server per device and one zygote (CPU) are kept per parent
-  process and stopped at exit; any that misbehave are killed and replaced.
+  process (and per isolation in force) and stopped at exit; any that misbehave are
+  killed and replaced.
+
+Every process starts through ``_launch``: inside the OS sandbox of ``isolation`` when
+one is available, always with the allow-listed environment. A zygote child's pid is
+one of the zygote's PID namespace, so only the zygote signals it.
 """
 from __future__ import annotations
 

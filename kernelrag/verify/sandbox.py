@@ -22,7 +22,10 @@ Design (the reasons matter more than the mechanics):
   verifications of one session (one torch start-up saved per verification); it is
   killed on any timeout or protocol failure. The candidate process is always new.
 * The parent imports neither torch nor the candidate. Each process runs in its own
-  session; on timeout the whole process group is killed. A segfault, ``os._exit``
+  session and, where the kernel allows, in its own namespaces (``isolation``, ``jail``:
+  no view of $HOME or $KERNELRAG_HOME, no network, no other process); on timeout the
+  whole process group is killed. A watch thread kills a candidate whose exchange
+  folder or stdout/stderr outgrow their caps (``resource-limit``). A segfault, ``os._exit``
   or CUDA illegal address ends only the candidate process: the parent reads the
   exit status and the stderr tail and reports ``crashed``.
 
