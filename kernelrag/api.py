@@ -34,7 +34,7 @@ from kernelrag.retrieve import Retriever, passages_from_hits, transformation_fro
 from kernelrag.task import Task, names_task, read_source
 from kernelrag.types import OFFLINE_LABEL, AskResult, Cost, ExportResult, GenerateResult, Passage, \
     RetrievedContext, Round, SkillRef, Transformation
-from kernelrag.verify import verify, verify_source
+from kernelrag.verify import VerifySession, verify, verify_source
 
 if TYPE_CHECKING:
     from kernelrag.knowledge import IngestReport, KnowledgeStore, SearchHit
@@ -391,6 +391,17 @@ class KernelRAG:
         options.setdefault("timeout_s", self.settings.verify_timeout_s)
         options.setdefault("cache_dir", self.settings.cache_dir)
         return verify_source(task_src, cand, device=device or self.settings.device, **options)
+
+    def verify_many(self, task: "Task | str | Path", candidates: "list[str | Path]", device: str | None = None,
+                    **options: Any) -> "list[Verdict]":
+        """Verify several candidates (paths or sources) against one task in one session: the
+        trial seeds, references and torch.compile baseline are shared (see verify.session)."""
+        task_src = Task.of(task).source
+        sources = [read_source(c) for c in candidates]
+        options.setdefault("timeout_s", self.settings.verify_timeout_s)
+        options.setdefault("cache_dir", self.settings.cache_dir)
+        with VerifySession(device=device or self.settings.device, **options) as session:
+            return session.verify_sources(task_src, sources)
 
     def with_settings(self, **changes: Any) -> "KernelRAG":
         """A new facade whose settings are these with ``changes`` (None values kept)."""

@@ -27,7 +27,7 @@ COMMANDS: dict[str, str] = {
     "search": "hybrid search of the knowledge store, with citations",
     "ask": "answer a question from the knowledge store, graph and skills",
     "generate": "draft, verify and iterate a kernel for a KernelBench task",
-    "verify": "verify a candidate kernel against a KernelBench task",
+    "verify": "verify candidate kernels against a KernelBench task (several: batch mode)",
     "skills": "list, show, verify, approve or retire skills",
     "graph": "query the reasoning graph of transformations",
     "export": "export verified optimization trajectories as a dataset",

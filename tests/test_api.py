@@ -174,6 +174,15 @@ def test_verify_takes_paths_or_sources():
     assert not verdict.ok and verdict.status == "incorrect"
 
 
+@pytest.mark.slow
+def test_verify_many_gives_one_verdict_per_candidate_in_order():
+    good = (FIXTURES / "relu_affine_good.md").read_text().split("```python\n")[1].split("```")[0]
+    wrong = good.replace("* 2.0 + 1.0", "* 2.0")
+    verdicts = KernelRAG(device="cpu").verify_many(str(TASK), [good, wrong, good])
+    assert [v.status for v in verdicts] == ["correct", "incorrect", "correct"]
+    assert verdicts[0].seed == verdicts[1].seed == verdicts[2].seed
+
+
 # --- CLI ------------------------------------------------------------------------------------
 def test_cli_ask_json(kr, capsys, monkeypatch):
     code = main(["ask", "bank conflicts", "-k", "1", "--json"])

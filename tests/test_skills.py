@@ -185,15 +185,47 @@ def test_measure_records_provenance_and_evidence(lib, seed):
     assert cpu["records"] == [] and cpu["state"] is None and cpu["provenance"] is None
 
 
+class _FakeSession:
+    """Stands in for kernelrag.verify.VerifySession: records the options and the calls."""
+
+    def __init__(self, **options):
+        self.options, self.calls = options, []
+
+    def verify(self, task, cand, **kw):
+        self.calls.append(Path(cand).parent.name)
+        return _verdict()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        return None
+
+
 def test_measure_cli_results_then_apply(lib, seed, tmp_path, monkeypatch):
     import kernelrag.bench.measure_skills as ms
 
-    monkeypatch.setattr(ms, "_verify_fn", lambda: (lambda task, cand, **kw: _verdict()))
+    sessions = []
+    monkeypatch.setattr(ms, "_session", lambda **kw: sessions.append(_FakeSession(**kw)) or sessions[-1])
     results = tmp_path / "results.jsonl"
     assert ms.main(["--device", "cuda", "--only", "relu_fx", "--results", str(results)]) == 0
+    assert len(sessions) == 1 and sessions[0].options["device"] == "cuda"      # one session for the run
+    assert sessions[0].options["compile_baseline"] == "cached"
     assert not (seed / "evidence.jsonl").exists()          # without --write nothing in skills/
     assert ms.main(["--apply", str(results)]) == 0
     assert json.loads((seed / "evidence.jsonl").read_text())["skill"] == "relu_fx"
+
+
+def test_measure_cli_untimed_measures_only_skills_never_timed(lib, seed, monkeypatch, capsys):
+    import kernelrag.bench.measure_skills as ms
+
+    timed = {s.name for s in lib.list() if not ms.never_timed(s)}
+    assert timed and timed != {s.name for s in lib.list()}       # the fixture has both kinds
+    sessions = []
+    monkeypatch.setattr(ms, "_session", lambda **kw: sessions.append(_FakeSession(**kw)) or sessions[-1])
+    assert ms.main(["--device", "cuda", "--untimed", "--no-alternatives"]) == 0
+    assert sessions[0].calls and not set(sessions[0].calls) & timed
+    assert "never timed" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -1,6 +1,7 @@
 """Measure the seed skills with the verifier and record what was measured.
 
     PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cuda --write --skip-done
+    PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cuda --untimed --results out.jsonl
     PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cuda --only softmax_online --results out.jsonl
     PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --apply out.jsonl        # on another machine
     PYTHONPATH=. python3 -m kernelrag.bench.measure_skills --device cpu             # correctness only
@@ -14,8 +15,14 @@ evidence record per attempt to ``skills/evidence.jsonl`` (log id
 "slower" when its kernel time is above the main kernel's in the same run.
 ``--results`` writes the same to a file that ``--apply`` replays elsewhere.
 
+All verifications run in one ``VerifySession``: a skill's kernel and its alternatives
+share the trial seeds, the references and the torch.compile baseline (timed once per
+reference), and candidate processes start warm (``--compile-baseline interleaved``
+times torch.compile beside every kernel instead).
+
 Chunkable for short command limits: ``--only``, ``--skip-done`` (skills whose
-measurement still holds on this GPU and torch/triton) and ``--budget-s`` (start
+measurement still holds on this GPU and torch/triton), ``--untimed`` (only skills
+never timed: no kernel time in their provenance) and ``--budget-s`` (start
 no new skill after that many seconds). ``--device cpu`` checks correctness
 under the Triton interpreter and records nothing timed.
 Imports only the standard library, torch and triton (through the verifier).
@@ -36,7 +43,7 @@ from kernelrag.memory.graph_query import outcome_from_verdict
 from kernelrag.memory.skills import Skill, SkillLibrary, alternative_transformations
 from kernelrag.memory.writeback import append_evidence, evidence_record, median_ms, provenance, review_state, value_of
 from kernelrag.patterns import op_pattern
-from kernelrag.verify import verify
+from kernelrag.verify import VerifySession
 
 def _regime(skill: Skill) -> dict[str, Any]:
     try:
@@ -126,9 +133,14 @@ def apply(library: SkillLibrary, result: dict[str, Any], evidence_path: Path) ->
     append_evidence(evidence_path, result.get("records", []))
 
 
-def _verify_fn() -> Callable[..., Any]:
-    """The verifier (a seam: tests put a stand-in here)."""
-    return verify
+def _session(**options: Any) -> VerifySession:
+    """The verifier session for a run (a seam: tests put a stand-in here)."""
+    return VerifySession(**options)
+
+
+def never_timed(skill: Skill) -> bool:
+    """No kernel time recorded in the skill's provenance."""
+    return not (skill.provenance or {}).get("kernel_ms")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -146,6 +158,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--trials", type=int, default=5)
     ap.add_argument("--timeout-s", type=float, default=300.0)
     ap.add_argument("--no-alternatives", action="store_true")
+    ap.add_argument("--untimed", action="store_true", help="only skills never timed (no kernel_ms recorded)")
+    ap.add_argument("--compile-baseline", choices=("cached", "interleaved"), default="cached",
+                    help="torch.compile timed once per reference (cached) or beside every kernel")
     args = ap.parse_args(argv)
     settings = load_settings()
     library = SkillLibrary(settings, seed_dir=args.seed_dir)
@@ -160,7 +175,16 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     wanted = {n.strip() for item in args.only for n in item.split(",") if n.strip()}
     skills = [library.get(n) for n in sorted(wanted)] if wanted else library.list(source="seed")
-    verify = _verify_fn()
+    if args.untimed:
+        skills = [s for s in skills if never_timed(s)]
+        print(f"{len(skills)} skill(s) never timed: {', '.join(s.name for s in skills) or 'none'}")
+    with _session(device=args.device, timeout_s=args.timeout_s, trials=args.trials,
+                  measure_time=args.device != "cpu", compile_baseline=args.compile_baseline) as session:
+        return _measure_all(args, library, skills, session.verify, evidence_path)
+
+
+def _measure_all(args: argparse.Namespace, library: SkillLibrary, skills: list[Skill], verify: Callable[..., Any],
+                 evidence_path: Path) -> int:
     start, failed = time.monotonic(), 0
     for i, skill in enumerate(skills, 1):
         if args.budget_s is not None and time.monotonic() - start > args.budget_s:

@@ -1,7 +1,9 @@
-"""``kernelrag verify TASK CAND``: verify a candidate kernel against a KernelBench task.
+"""``kernelrag verify TASK CAND [CAND ...]``: verify candidate kernels against a KernelBench task.
 
-Exit status: 0 when the candidate is ok (compiled, correct, no rule broken), 1 when it
-is rejected, incorrect or could not be checked, 2 on bad usage.
+Several candidates run in batch mode (one session: shared references, torch.compile
+baseline and warm processes; one verdict each). Exit status: 0 when every candidate is ok
+(compiled, correct, no rule broken), 1 when any is rejected, incorrect or could not be
+checked, 2 on bad usage.
 """
 from __future__ import annotations
 
@@ -14,8 +16,12 @@ from kernelrag.verify.cli import run_args
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     verify_arguments(parser)
-    parser.epilog = ("example: kernelrag verify skills/softmax/softmax_online/reference.py "
-                     "skills/softmax/softmax_online/kernel.py --device cpu")
+    from kernelrag.verify.cli import EXIT_HELP
+
+    parser.formatter_class = argparse.RawDescriptionHelpFormatter
+    parser.epilog = (EXIT_HELP + "\nexample: kernelrag verify skills/softmax/softmax_online/reference.py "
+                     "skills/softmax/softmax_online/kernel.py --device cpu\nbatch: kernelrag verify "
+                     "skills/relu/relu/reference.py skills/relu/relu/kernel.py skills/elu/elu/kernel.py --json")
 
 
 def run(args: argparse.Namespace) -> int:

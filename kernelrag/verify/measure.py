@@ -14,6 +14,7 @@ warnings. Results go into the worker's result dict; nothing here raises.
 from __future__ import annotations
 
 import itertools
+import time
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +34,8 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         res["warnings"].append(f"GPU timing modules unavailable ({exc}); no time measured")
         return
     torch.set_grad_enabled(False)
+    spent = res.setdefault("durations", {})     # seconds per phase, for the verdict
+    t0 = time.monotonic()
     variants = plan["variants"]
     timing_variant = variants.get("timing") or variants["primary"]
     mod = C.load_task(timing_variant["source"], "timing")
@@ -58,14 +61,22 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         _full_size_check(run, plan, outs, problem, reference_model(*inputs))
     del inputs, outs
     run.guard.stop_counting_launches()
+    spent["first_call"] = time.monotonic() - t0
     try:
-        compiled = _compiled(torch, reference_model, make_inputs, res)
+        compiled = None
+        if plan.get("compile", "interleaved") == "interleaved":
+            t0 = time.monotonic()
+            compiled = _compiled(torch, reference_model, make_inputs, res)
+            spent["compile"] = time.monotonic() - t0
         # outputs produced while timed are re-checked against eager's (both in the task's
         # precision, so twice the table's relative-norm bound)
         rel_norm = 2 * max(t["rel_norm"] for t in plan["tolerances"])
         timing = time_against_baselines(model, reference_model, compiled, make_inputs, iters=100,
                                         rel_norm_tol=rel_norm)
+        spent.update((timing or {}).get("phases") or {})
+        t0 = time.monotonic()
         proof = launch_proof(model, make_inputs(), source=Path(run.job["candidate_path"]).read_text())
+        spent["launch_proof"] = time.monotonic() - t0
         cache_dir = Path(run.job["cache_dir"]) if run.job.get("cache_dir") else None
         ceilings = get_ceilings(cache_dir)
         counts = plan.get("counts") or {}
@@ -78,7 +89,9 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         return
     res.update(timing=timing, launch=proof, ceilings=ceilings, roofline=roof)
     res["findings"] += [f.__dict__ for f in run.guard.check("timing", threads=False)]
+    t0 = time.monotonic()
     _recheck(run, plan)
+    spent["recheck"] = time.monotonic() - t0
 
 
 def _compiled(torch: Any, reference_model: Any, make_inputs: Any, res: dict) -> Any:

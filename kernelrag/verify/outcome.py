@@ -11,13 +11,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.verify.verdict import Check, Finding, Timing, Verdict
-
+from kernelrag.verify.verdict import PHASES, Check, Finding, Phases, Timing, Verdict
 
 
 def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     ready = s.ready or {}
     result = s.result or s.phase1 or {}
+    v.phases = phases(s, v.phases)
     v.torch_version = result.get("torch_version") or ready.get("torch_version")
     v.triton_version = result.get("triton_version")
     v.gpu = result.get("gpu")
@@ -77,7 +77,7 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     failed = [c for c in v.checks if not c.passed and not c.name.startswith("null-control")]
     if failed:
         return _final(v, "incorrect", f"{failed[0].name}: {failed[0].detail}"[:400], compiled=True)
-    _timing(v, result)
+    _timing(v, result, s.baseline)
     blocking = [f for f in v.findings if f.blocking]
     if blocking:
         return _final(v, "rejected", f"{blocking[0].rule}: {blocking[0].message}", compiled=True)
@@ -161,13 +161,17 @@ def _describe(c: dict) -> str:
     return text
 
 
-def _timing(v: Verdict, result: dict) -> None:
+def _timing(v: Verdict, result: dict, baseline: dict | None = None) -> None:
     timing = result.get("timing")
     if not timing:
         return
     v.kernel_ms = Timing.from_any(timing.get("kernel"))
     v.eager_ms = Timing.from_any(timing.get("eager"))
     v.compile_ms = Timing.from_any(timing.get("compile"))
+    if v.compile_ms is not None:
+        v.compile_source = f"interleaved with the candidate and eager ({v.compile_ms.trials} calls each)"
+    elif baseline is not None:
+        _cached_compile(v, baseline)
     v.timed = v.kernel_ms is not None
     blocking = list(timing.get("blocking", []))
     v.findings += [Finding("timing-integrity", None, m, True) for m in blocking]
@@ -218,3 +222,67 @@ def _final(v: Verdict, status: str, reason: str, *, compiled: bool, checkable: b
     if error:
         v.error = error[-4000:]
     return v
+
+
+def _cached_compile(v: Verdict, baseline: dict) -> None:
+    """The task's torch.compile time from the session's baseline, scaled by eager's drift:
+    compile/eager was measured side by side then, eager/kernel side by side now."""
+    compile_ms, eager_then = Timing.from_any(baseline.get("compile")), Timing.from_any(baseline.get("eager"))
+    if compile_ms is None or eager_then is None or v.eager_ms is None or eager_then.median_ms <= 0:
+        if baseline.get("error"):
+            v.warnings.append(f"torch.compile baseline failed: {baseline['error']}"[:300])
+        return
+    drift = v.eager_ms.median_ms / eager_then.median_ms
+    v.compile_ms = Timing(median_ms=compile_ms.median_ms * drift, iqr_ms=compile_ms.iqr_ms * drift,
+                          trials=compile_ms.trials)
+    v.compile_source = (f"cached: measured once for this task in the reference process ({compile_ms.trials} calls "
+                        f"interleaved with eager, {compile_ms.median_ms:.4g} ms vs eager {eager_then.median_ms:.4g} ms), "
+                        f"scaled by eager's drift since (x{drift:.3f})")
+    if abs(drift - 1.0) > 0.1:
+        v.warnings.append(f"eager PyTorch ran x{drift:.2f} its time at the torch.compile baseline's measurement: "
+                          "the GPU's state changed; the compile speedup is less certain")
+
+
+def phases(s: Any, given: Phases | None = None) -> Phases:
+    """Per-phase wall seconds from the run's clocks (see ``Phases``). The candidate process
+    writes its own clock, so anything in it that is not a known phase and a number is
+    ignored: timing information never turns into an error."""
+    ph = given or Phases()
+    result = s.result or s.phase1 or {}
+    clock, parent = _numbers(result.get("clock")), _numbers(s.clock)
+    ready = s.ready or {}
+    result = dict(result, durations={k: v for k, v in _numbers(result.get("durations")).items()
+                                     if k in PHASES})
+
+    def span(a: str, b: str) -> float | None:
+        return clock[b] - clock[a] if a in clock and b in clock else None
+
+    if "main" in clock and "spawn" in parent:
+        ph.add("process_start", clock["main"] - parent["spawn"])
+    ph.add("imports", span("main", "imports") if "imports" in clock else span("main", "ready"))
+    ph.add("candidate_import", span("ready", "imported"))
+    ph.add("correctness", span("plan", "trials"))
+    if clock.get("warm"):
+        ph.reused.append("warm-process")
+    elif clock.get("forked"):
+        ph.reused.append("zygote-fork")
+    ph.add("reference_build", (ready.get("seconds") or {}).get("reference_build"))
+    if ready.get("reused"):
+        ph.reused.append("reference")
+    ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))
+    ph.add("gpu_wait", parent.get("gpu_wait"))
+    base = s.baseline or {}
+    if base.get("measured_s") is not None:
+        ph.add("baseline", base["measured_s"])
+    elif base:
+        ph.reused.append("compile-baseline")
+    for name, seconds in (result.get("durations") or {}).items():
+        ph.add(name, seconds)
+    return ph
+
+
+def _numbers(data: Any) -> dict[str, float]:
+    if not isinstance(data, dict):
+        return {}
+    return {k: float(v) for k, v in data.items() if isinstance(k, str) and isinstance(v, (int, float))
+            and not isinstance(v, bool) and v == v and abs(v) != float("inf")}

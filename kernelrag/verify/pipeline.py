@@ -11,16 +11,16 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernelrag.errors import KernelRAGError, TaskError
 from kernelrag.verify import isolation
 from kernelrag.verify import task as T
 from kernelrag.verify.outcome import assemble
-from kernelrag.verify.sandbox import Job, run_session
+from kernelrag.verify.sandbox import Job, Session, run_session
 from kernelrag.verify.static import StaticPolicy, check_source
 from kernelrag.verify.tolerances import check_override
-from kernelrag.verify.verdict import Verdict
+from kernelrag.verify.verdict import Phases, Verdict
 
 DEVICES = ("auto", "cpu", "cuda")
 # inputs + outputs of one call, per device: small enough for the interpreter, big enough to matter
@@ -62,7 +62,8 @@ def read_candidate(path: Path) -> str:
 def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", timeout_s: float = 300.0,
                   trials: int = 5, measure_time: bool = True, seed: int | None = None,
                   tolerance: dict[str, float] | str | None = None, policy: StaticPolicy | None = None,
-                  cache_dir: str | Path | None = None, require_isolation: bool = False) -> Verdict:
+                  cache_dir: str | Path | None = None, require_isolation: bool = False,
+                  runner: Callable[[Job], Session] | None = None) -> Verdict:
     """Check a candidate against a task and return a Verdict; never raises on a bad kernel.
 
     ``device``: "auto" (cuda when a GPU is visible), "cpu" (Triton interpreter, shrunk
@@ -72,7 +73,9 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     overriding the task's ``TOLERANCE`` and the dtype default. ``policy``: static rules
     to disable or downgrade. ``require_isolation``: refuse to run the candidate unless
     an OS sandbox is in force (KernelRAGError); the verdict's ``isolation`` names what
-    was. Raises TaskError only when the task file is malformed.
+    was. ``runner``: runs the processes (``sandbox.run_session`` by default; a
+    ``session.VerifySession`` passes its own, with warm processes and caches).
+    Raises TaskError only when the task file is malformed.
     """
     start = time.monotonic()
     if device not in DEVICES:
@@ -86,8 +89,9 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     tree = T.check_task_source(task_src)
     resolved = _resolve_device(device)
     seed = secrets.randbelow(2**31 - 1000) if seed is None else int(seed)
-    v = Verdict(device=resolved, trials=trials, seed=seed)
+    v = Verdict(device=resolved, trials=trials, seed=seed, phases=Phases())
     static = check_source(candidate_src, policy)
+    v.phases.add("static", time.monotonic() - start)
     v.findings = list(static.findings)
     early = _static_verdict(v, static)
     if early is None:
@@ -107,16 +111,18 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
             tolerance = task_tol
             v.warnings.append(f"tolerance {task_tol} declared by the task")
         v = _run(v, task_src, tree, candidate_src, static, resolved, device, timeout_s, trials,
-                 measure_time, seed, tolerance, cache_dir)
+                 measure_time, seed, tolerance, cache_dir, runner or run_session)
     else:
         v = early
         v.isolation = "not needed: rejected before any candidate code ran"
     v.wall_s = round(time.monotonic() - start, 3)
+    hidden = ("process_start", "imports") if "warm-process" in v.phases.reused else ()
+    v.phases.add("other", max(0.0, v.wall_s - sum(x for k, x in v.phases.seconds.items() if k not in hidden)))
     return v
 
 
 def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_s, trials, measure_time,
-         seed, tolerance, cache_dir) -> Verdict:
+         seed, tolerance, cache_dir, runner) -> Verdict:
     if resolved == "cpu" and (static.uses_cuda_extension or static.uses_cpp_extension):
         return _stop(v, "not_checkable", "CUDA C++ (load_inline) cannot run on a CPU, and no C++ is compiled "
                                          "in CPU mode; verify on a GPU", compiled=False, checkable=False)
@@ -128,12 +134,12 @@ def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_
               original=T.Variant("original", task_src).to_dict(), budget_primary=budget_primary,
               budget_second=budget_second, tolerance=tolerance, uses_tl_dot=static.uses_tl_dot,
               cache_dir=_cache_dir(cache_dir, resolved))
-    session = run_session(job)
+    session = runner(job)
     if requested == "auto" and resolved == "cuda" and session.ready and session.ready.get("kind") == "no_cuda":
         v.device = "cpu"
         v.warnings.append("a GPU is visible but torch cannot use it; checked on the CPU instead")
         return _run(v, task_src, tree, candidate_src, static, "cpu", "cpu", timeout_s, trials,
-                    measure_time, seed, tolerance, cache_dir)
+                    measure_time, seed, tolerance, cache_dir, runner)
     literal = T.literal_sizes_in_get_inputs(tree, LITERAL_THRESHOLD) if resolved == "cpu" else []
     if literal:
         v.warnings.append(f"get_inputs uses literal sizes {literal} that cannot be shrunk; they run as written")

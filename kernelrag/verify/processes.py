@@ -295,6 +295,12 @@ def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] 
     return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
 
 
+def prestart_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
+    """A candidate process started before its job exists: it imports torch and triton (not
+    touching CUDA) and waits for ``job_path`` (see ``worker.main``). One candidate each."""
+    return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
+
+
 @atexit.register
 def shutdown() -> None:
     """Stop every pooled server (also run at interpreter exit)."""

@@ -8,12 +8,23 @@ outputs, it loads them (``weights_only``: plain tensors, no code) and compares t
 with the references it kept in memory. References never touch the disk.
 
 Protocol: lines ``@@kernelrag <json>`` on stdout; commands as JSON lines on stdin.
+
+The process keeps the prepared references of its last few jobs, keyed by the whole job
+(task source and sizes, seed, trials, budgets, tolerance, device; torch and triton are
+those of the process): a session that verifies many candidates of one task with fixed
+trial seeds builds the references once. They stay in this process's memory only. On a
+GPU it also measures the torch.compile baseline of a task on request (``baseline``):
+this process never runs candidate code, so no candidate can touch that figure.
 """
 from __future__ import annotations
 
+import collections
 import copy
+import hashlib
+import itertools
 import json
 import sys
+import time
 import traceback
 from typing import Any
 
@@ -30,6 +41,7 @@ NULL_CONTROLS = ("zeros", "constant", "poisoned", "other_seed")
 # a GPU run makes before its timed (re-checked) rounds (the trials, one call, 10 of warm-up)
 LATE_CALLS = {"cpu": 12, "cuda": 0}
 LATE_SEED = 1000
+KEEP_PREPARED = 4          # jobs whose references stay in memory
 
 
 def send(message: dict[str, Any]) -> None:
@@ -270,24 +282,107 @@ def prepare(job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:
                  "warnings": ref.warnings, "torch_version": torch.__version__}
 
 
+def job_key(job: dict[str, Any]) -> str:
+    return hashlib.sha256(json.dumps(job, sort_keys=True).encode()).hexdigest()
+
+
+class Prepared:
+    """The last ``KEEP_PREPARED`` jobs' references (a successful prepare only)."""
+
+    def __init__(self):
+        self.kept: collections.OrderedDict[str, tuple[Reference, dict]] = collections.OrderedDict()
+
+    def get(self, job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:
+        key = job_key(job)
+        t0 = time.monotonic()
+        if key in self.kept:
+            torch.set_default_dtype(torch.float32)
+            torch.set_grad_enabled(True)
+            torch.backends.cuda.matmul.allow_tf32 = False
+            torch.backends.cudnn.allow_tf32 = False
+            self.kept.move_to_end(key)
+            ref, message = self.kept[key]
+            return ref, dict(message, reused=True, seconds={"reference_build": time.monotonic() - t0})
+        ref, message = prepare(job)
+        message["seconds"] = {"reference_build": time.monotonic() - t0}
+        if ref is not None:
+            self.kept[key] = (ref, message)
+            while len(self.kept) > KEEP_PREPARED:
+                self.kept.popitem(last=False)
+        return ref, message
+
+
+def baseline(cmd: dict[str, Any]) -> dict[str, Any]:
+    """Time torch.compile of the task's Model against eager, interleaved, at the task's sizes.
+
+    The timing code is the candidates' own (``timing.time_against_baselines``, the compiled
+    model in the candidate's seat); its integrity findings are kept as warnings only, since
+    no candidate code runs here.
+    """
+    import importlib
+
+    importlib.import_module("torch._dynamo")    # it rewraps torch.manual_seed: before timing's snapshot
+    from kernelrag.verify import guard
+    from kernelrag.verify.timing import time_against_baselines
+
+    guard.take_snapshot()
+
+    seed, seconds = int(cmd["seed"]), {}
+    try:
+        torch.set_grad_enabled(False)
+        mod = C.load_task(cmd["source"], "baseline")
+        model = C.build_model(mod, seed, "cuda")
+        counter = itertools.count(1)
+
+        def make_inputs() -> list:
+            return C.make_inputs(mod, seed + next(counter), "task", "cuda")
+
+        t0 = time.monotonic()
+        try:
+            compiled = torch.compile(model)
+            compiled(*make_inputs())
+            torch.cuda.synchronize()
+        except Exception as exc:   # noqa: BLE001 - said in the verdict of every candidate
+            return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300],
+                    "seconds": {"compile": time.monotonic() - t0}}
+        seconds["compile"] = time.monotonic() - t0
+        timing = time_against_baselines(compiled, model, None, make_inputs, iters=int(cmd.get("iters", 100)),
+                                        rel_norm_tol=cmd.get("rel_norm_tol"))
+        seconds.update(timing.get("phases") or {})
+        return {"ok": True, "compile": timing["kernel"], "eager": timing["eager"], "seconds": seconds,
+                "warnings": timing.get("warnings", [])}
+    except Exception as exc:   # noqa: BLE001 - the baseline failed: the candidates are timed without it
+        return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300], "seconds": seconds}
+    finally:
+        torch.set_grad_enabled(True)
+        torch._dynamo.reset()            # drop the compiled graph (and the model it holds)
+        torch.cuda.empty_cache()
+
+
 def main(job: dict[str, Any] | None = None) -> int:
-    """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report, ``done`` -> next job.
+    """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report, ``baseline`` ->
+    torch.compile and eager times, ``done`` -> next job.
 
     The process can serve many verifications in a row (it never runs candidate code);
-    each job starts from a fresh ``Reference``.
+    a job it has prepared before reuses its ``Reference`` (see ``Prepared``).
     """
-    ref = None
+    ref, prepared = None, Prepared()
     if job is not None:
-        ref, message = prepare(job)
+        ref, message = prepared.get(job)
         send(message)
     for line in sys.stdin:
         cmd = json.loads(line)
         kind = cmd.get("cmd")
         if kind == "job":
-            ref, message = prepare(cmd["job"])
+            ref, message = prepared.get(cmd["job"])
             send(message)
+        elif kind == "baseline":
+            send(baseline(cmd) if torch.cuda.is_available() else
+                 {"ok": True, "compile": None, "error": "no CUDA device in the reference process"})
         elif kind == "compare" and ref is not None:
-            send({"ok": True, **ref.compare(cmd["outputs"])})
+            t0 = time.monotonic()
+            report = ref.compare(cmd["outputs"])
+            send({"ok": True, **report, "seconds": {"comparison": time.monotonic() - t0}})
         elif kind == "done":
             ref = None
             if torch.cuda.is_available():

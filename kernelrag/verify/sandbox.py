@@ -34,6 +34,12 @@ the plan file, so on a GPU the reference work never overlaps the candidate's tim
 and for a "go" file before timing (written only when its outputs were correct).
 Timing itself has to happen in the candidate's process (CUDA events do not cross
 processes); ``guard`` and the timing module's own checks watch it there.
+
+A batch (``session.VerifySession``) passes in its own warm reference process, a
+candidate process started ahead of time (``Slot``: a new interpreter that imported
+torch and triton and waits for its job; it runs one candidate only), and a ``gate``
+that lets only one candidate time on the GPU at a time and measures the torch.compile
+baseline of a task once, in the reference process.
 """
 from __future__ import annotations
 
@@ -49,7 +55,8 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import isolation
-from kernelrag.verify.processes import give_back, reference_key, reference_server, spawn_candidate
+from kernelrag.verify.processes import (Child, give_back, prestart_candidate, reference_key, reference_server,
+                                        spawn_candidate)
 
 @dataclass
 class Session:
@@ -66,6 +73,9 @@ class Session:
     not_checkable: str | None = None
     limit: str | None = None                     # a resource limit the candidate broke (it was killed)
     isolation: str = ""                          # what OS isolation was in force
+    baseline: dict[str, Any] | None = None       # the gate's torch.compile baseline for this task
+    clock: dict[str, float] | None = None        # parent-side monotonic times (spawn, gpu wait)
+    ref_healthy: bool = False                    # the reference process may serve the next job
 
 
 @dataclass
@@ -84,31 +94,65 @@ class Job:
     tolerance: Any = None
     uses_tl_dot: bool = False
     cache_dir: str | None = None
+    compile: str = "interleaved"     # "interleaved": torch.compile timed beside the candidate; "gate"
 
 
-def run_session(job: Job) -> Session:
-    root = Path(tempfile.mkdtemp(prefix="kernelrag-verify-", dir=isolation.exchange_base()))
-    root.chmod(0o755)
-    try:
-        return _run(job, root)
-    finally:
+@dataclass
+class Slot:
+    """A scratch folder and, on a GPU, a candidate process already started in it (imports
+    done, waiting for ``job.json``); used by one candidate, then removed."""
+
+    root: Path
+    scratch: Path
+    module_name: str
+    iso: Any
+    child: Child | None = None
+    spawned: float = 0.0
+
+    @classmethod
+    def make(cls, device: str, prestart: bool, readable: list[str] = ()) -> "Slot":
+        root = Path(tempfile.mkdtemp(prefix="kernelrag-verify-", dir=isolation.exchange_base()))
+        root.chmod(0o755)
+        iso = isolation.probe()
+        scratch = root / f"c{secrets.token_hex(8)}"
+        scratch.mkdir(parents=True)
+        isolation.hand_over(scratch, iso)
+        slot = cls(root, scratch, f"kernelrag_candidate_{secrets.token_hex(4)}", iso, spawned=time.monotonic())
+        if prestart:
+            slot.child = prestart_candidate(scratch / "job.json", scratch, device, readable=list(readable))
+        return slot
+
+    def discard(self) -> None:
+        if self.child is not None:
+            self.child.kill()
         if not os.environ.get("KERNELRAG_VERIFY_KEEP"):
-            shutil.rmtree(root, ignore_errors=True)
+            shutil.rmtree(self.root, ignore_errors=True)
 
 
-def _run(job: Job, root: Path) -> Session:
-    iso = isolation.probe()
-    s = Session(isolation=iso.describe())
-    scratch = root / f"c{secrets.token_hex(8)}"
-    scratch.mkdir(parents=True)
-    isolation.hand_over(scratch, iso)
-    module_name = f"kernelrag_candidate_{secrets.token_hex(4)}"
+def run_session(job: Job, *, ref=None, slot: Slot | None = None, gate=None) -> Session:
+    """One verification. ``ref``: a reference Server to use (the caller keeps it; see
+    ``Session.ref_healthy``), else one from the pool. ``slot``: see ``Slot``. ``gate``:
+    ``shared()``, ``exclusive()`` and ``release(state)`` around the GPU phases, and
+    ``baseline(job, ready, ref)`` (see ``session.GpuGate``)."""
+    slot = slot or Slot.make(job.device, prestart=False)
+    try:
+        return _run(job, slot, ref, gate)
+    finally:
+        slot.child = None             # killed by _run
+        slot.discard()
+
+
+def _run(job: Job, slot: Slot, given_ref, gate) -> Session:
+    iso = slot.iso
+    s = Session(isolation=iso.describe(), clock={"spawn": slot.spawned})
+    scratch, module_name = slot.scratch, slot.module_name
     cand_path = scratch / f"{module_name}.py"
     cand_path.write_text(job.candidate_source)
     ref_job = {"device": job.device, "seed": job.seed, "trials": job.trials, "primary": job.primary,
                "second": job.second, "original": job.original, "budget_primary": job.budget_primary,
                "budget_second": job.budget_second, "tolerance": job.tolerance,
                "count": job.device == "cuda" and job.measure_time}
+    held = _Held(gate)
     wait_for_go = job.device == "cuda" and job.measure_time
     files = {name: scratch / f"{name}.json" for name in ("plan", "go", "phase1", "result")}
     cand_job = {"device": job.device, "interpret": job.device == "cpu", "candidate_path": str(cand_path),
@@ -116,14 +160,19 @@ def _run(job: Job, root: Path) -> Session:
                 **{f"{name}_path": str(path) for name, path in files.items()},
                 "wait_for_go": wait_for_go, "cache_dir": job.cache_dir,
                 "limits": isolation.candidate_limits(job.device)}
-    (scratch / "job.json").write_text(json.dumps(cand_job))
-    ref = reference_server(job.device)
-    ref.send({"cmd": "job", "job": ref_job})
-    cand = spawn_candidate(scratch / "job.json", scratch, job.device,
-                           readable=[job.cache_dir] if job.cache_dir else [])
+    _write(scratch / "job.json", cand_job)
+    ref = given_ref or reference_server(job.device)
+    if slot.child is not None:
+        cand = slot.child
+    else:
+        s.clock["spawn"] = time.monotonic()
+        cand = spawn_candidate(scratch / "job.json", scratch, job.device,
+                               readable=[job.cache_dir] if job.cache_dir else [])
     watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], isolation.OUTPUT_BYTES)
     healthy = False
     try:
+        held.shared()
+        ref.send({"cmd": "job", "job": ref_job})
         s.ready = ref.recv(time.monotonic() + job.timeout_s)
         healthy = s.ready is not None
         if s.ready is None or not s.ready.get("ok"):
@@ -152,7 +201,14 @@ def _run(job: Job, root: Path) -> Session:
             s.compare = ref.recv(time.monotonic() + max(120.0, job.timeout_s))
             healthy = s.compare is not None
         if wait_for_go:
-            _write(files["go"], {"go": "time" if _all_passed(s) else "stop"})
+            go = _all_passed(s)
+            if go:
+                s.clock["gpu_wait"] = time.monotonic()
+                s.baseline = held.exclusive(job, dict(s.ready, triton_version=s.phase1.get("triton_version")), ref)
+                s.clock["gpu_wait"] = time.monotonic() - s.clock["gpu_wait"] - (
+                    (s.baseline or {}).get("measured_s") or 0.0)
+                healthy = held.ref_ok
+            _write(files["go"], {"go": "time" if go else "stop"})
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -168,11 +224,40 @@ def _run(job: Job, root: Path) -> Session:
         watch.stop()
         s.limit = watch.broken
         cand.kill()
+        held.release()
         if healthy:
             ref.send({"cmd": "done"})
             idle = ref.recv(time.monotonic() + 30.0)
             healthy = bool(idle and idle.get("idle"))
-        give_back(reference_key(job.device), ref, healthy)
+        s.ref_healthy = healthy
+        if given_ref is None:
+            give_back(reference_key(job.device), ref, healthy)
+
+
+class _Held:
+    """What this run holds of the gate (nothing without one), released in one place."""
+
+    def __init__(self, gate):
+        self.gate, self.state, self.ref_ok = gate, None, True
+
+    def shared(self) -> None:
+        if self.gate is not None:
+            self.gate.shared()
+            self.state = "shared"
+
+    def exclusive(self, job: Job, ready: dict, ref) -> dict | None:
+        if self.gate is None:
+            return None
+        self.release()
+        self.gate.exclusive()
+        self.state = "exclusive"
+        baseline, self.ref_ok = self.gate.baseline(job, ready, ref)
+        return baseline
+
+    def release(self) -> None:
+        if self.gate is not None and self.state is not None:
+            self.gate.release(self.state)
+            self.state = None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:
@@ -185,7 +270,8 @@ def _plan(job: Job, ready: dict[str, Any]) -> dict[str, Any]:
     variants = {"primary": ready["primary"], "second": ready["second"], "late": ready.get("late"),
                 "timing": job.original}
     return {"variants": variants, "trials": ready["trials"], "tolerances": ready["tolerances"],
-            "counts": ready.get("counts"), "timing_seed": job.seed + 500}
+            "counts": ready.get("counts"), "timing_seed": job.seed + 500,
+            "compile": "interleaved" if job.compile == "interleaved" else "skip"}
 
 
 def _all_passed(s: Session) -> bool:

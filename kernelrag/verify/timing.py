@@ -82,7 +82,8 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     failed) on inputs from ``make_inputs()`` (a fresh tuple of CUDA tensors per call).
 
     Returns ``{"kernel": {median_ms, iqr_ms, trials}, "eager": {...}, "compile": {...} | None,
-    "warnings": [...], "blocking": [...], "recheck": {...}, "wall_check": {...}}``.
+    "warnings": [...], "blocking": [...], "recheck": {...}, "wall_check": {...},
+    "phases": {"warmup": s, "timing": s}}``.
     ``blocking`` lists the findings that must reject the candidate (side-stream or
     background work, tampered timers, foreign threads, outputs that differ during
     timing); every one of them is in ``warnings`` too. ``atol``/``rtol`` are the task's
@@ -106,6 +107,7 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     if compile_fn is not None:
         runners.append(("compile", compile_fn))
     threads = _ThreadWatch(foreign_threads())
+    phases = {"warmup": -_perf_counter()}
     with torch.no_grad():
         slots, pool, notes = _build_inputs(make_inputs, stream.device)
         warnings += notes
@@ -126,6 +128,8 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
                     warnings.append(f"torch.compile baseline failed in warm-up and is left out ({type(exc).__name__}: {exc})")
                 _keep_stream(stream, name, blocking)
         _sync()
+        phases["warmup"] += _perf_counter()
+        phases["timing"] = -_perf_counter()
         samples = {name: {"event": [], "synced": [], "wall": []} for name, _ in runners}
         events = {name: tuple(_Event(enable_timing=True) for _ in range(3)) for name, _ in runners}
         rechecks = []
@@ -157,8 +161,10 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
             rechecks.append(recheck_outputs(outs["kernel"], outs["eager"], **recheck_kwargs))
             del outs
         del flush
+    phases["timing"] += _perf_counter()
     result = _report(samples, rechecks, threads, iters, warnings, blocking, len(slots), len(pool))
     result["wall_check"].update(fresh_inputs_per_round=fresh, persisting_l2_reset=l2_reset)
+    result["phases"] = phases          # wall seconds of the warm-up and of the timed rounds
     return result
 
 

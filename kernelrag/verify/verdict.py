@@ -50,6 +50,54 @@ class Timing:
                    trials=int(value.get("trials", 0)))
 
 
+PHASES = ("static", "process_start", "imports", "reference_build", "candidate_import", "correctness",
+          "comparison", "gpu_wait", "baseline", "first_call", "compile", "warmup", "timing", "launch_proof",
+          "recheck", "other")
+
+
+@dataclass
+class Phases:
+    """Wall seconds of each phase of one verification, from the parent and both processes.
+
+    ``process_start``: spawn to the candidate process's first line; ``imports``: torch,
+    triton and the verifier in it (both spent before the job arrived when the process came
+    warm from a pool, see ``reused``); ``reference_build``: sizes, references and null
+    controls in the reference process; ``correctness``: the candidate's trials;
+    ``comparison``: the reference process comparing their outputs; ``gpu_wait``: waiting
+    for the GPU while another candidate was timed; ``baseline``: measuring the
+    torch.compile baseline in the reference process (once per task and session);
+    ``first_call``: the first call at the timed size with its full-size check;
+    ``compile``: torch.compile of the reference in the candidate process (when interleaved);
+    ``warmup`` and ``timing``: the timed loop; ``launch_proof``: the profiled call;
+    ``recheck``: the output re-check after timing; ``other``: the rest of the wall time.
+    ``reused`` names what came from a cache: "reference" (outputs of the fixed trial seeds
+    in a warm reference process), "compile-baseline", "warm-process" (started ahead, imports
+    done), "zygote-fork" (forked on the CPU from a process that imported torch and triton).
+    """
+
+    seconds: dict[str, float] = field(default_factory=dict)
+    reused: list[str] = field(default_factory=list)
+
+    @classmethod
+    def from_any(cls, value: Any) -> "Phases | None":
+        if value is None or isinstance(value, Phases):
+            return value
+        return cls(seconds={k: float(v) for k, v in (value.get("seconds") or {}).items()},
+                   reused=list(value.get("reused") or []))
+
+    def add(self, name: str, seconds: float | None) -> None:
+        if name not in PHASES:
+            raise ValueError(f"unknown phase {name!r}; phases are {', '.join(PHASES)}")
+        if seconds is not None and seconds >= 0:
+            self.seconds[name] = round(self.seconds.get(name, 0.0) + float(seconds), 3)
+
+    def line(self, top: int = 5) -> str:
+        """The largest phases, e.g. ``timing 1.2 s, compile 0.8 s, ...; reused reference``."""
+        ranked = sorted(((v, k) for k, v in self.seconds.items() if v >= 0.05), reverse=True)[:top]
+        text = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for v, k in ranked) or "no phase over 0.05 s"
+        return text + (f"; reused {', '.join(self.reused)}" if self.reused else "")
+
+
 @dataclass
 class Verdict:
     ok: bool = False                       # compiled, correct, no blocking finding, task not weak
@@ -77,6 +125,7 @@ class Verdict:
     compile_ms: Timing | None = None
     speedup_vs_eager: float | None = None
     speedup_vs_compile: float | None = None
+    compile_source: str | None = None      # how compile_ms was obtained (interleaved, or cached and drift-scaled)
     flops: int | None = None
     bytes_moved: int | None = None
     achieved_gbps: float | None = None
@@ -92,6 +141,7 @@ class Verdict:
     warnings: list[str] = field(default_factory=list)
     wall_s: float = 0.0
     isolation: str = ""                    # OS isolation the candidate ran under ("none: why" when none)
+    phases: Phases | None = None           # wall seconds per phase (see Phases)
 
     # ------------------------------------------------------------------ data
     def to_dict(self) -> dict[str, Any]:
@@ -106,6 +156,7 @@ class Verdict:
                               for f in values.get("findings", [])]
         for name in ("kernel_ms", "eager_ms", "compile_ms"):
             values[name] = Timing.from_any(values.get(name))
+        values["phases"] = Phases.from_any(values.get("phases"))
         return cls(**values)
 
     # ------------------------------------------------------------- views
@@ -130,6 +181,8 @@ class Verdict:
             parts.append("no time measured")
         if self.isolation.startswith("none"):
             parts.append("ran WITHOUT OS isolation (" + self.isolation.partition(": ")[2].split(";")[0] + ")")
+        if self.phases is not None and self.phases.seconds:
+            parts.append("phases: " + self.phases.line())
         if self.shrunk_sizes:
             parts.append("sizes shrunk: " + ", ".join(
                 f"{k} {v[0]}->{'/'.join(str(x) for x in v[1:])}" for k, v in self.shrunk_sizes.items()))
@@ -226,7 +279,8 @@ def _timing_line(v: Verdict) -> str:
     if v.eager_ms is not None:
         text += f", eager {v.eager_ms.median_ms:.4g} ms (x{_g(v.speedup_vs_eager)})"
     if v.compile_ms is not None:
-        text += f", torch.compile {v.compile_ms.median_ms:.4g} ms (x{_g(v.speedup_vs_compile)})"
+        cached = " cached, drift-scaled" if (v.compile_source or "").startswith("cached") else ""
+        text += f", torch.compile {v.compile_ms.median_ms:.4g} ms (x{_g(v.speedup_vs_compile)}{cached})"
     if v.frac_roofline is not None:
         text += f", {100 * v.frac_roofline:.0f}% of the roofline floor {_g(v.roofline_floor_ms)} ms"
     return text

@@ -175,14 +175,33 @@ class CandidateRun:
         return old
 
 
-def run_candidate(job: dict[str, Any]) -> int:
+def preimport() -> None:
+    """What every candidate process needs before its job: torch, triton and the verifier's
+    modules (``timing`` captures the real timer functions here). CUDA is not touched."""
+    import torch  # noqa: F401
+    import triton  # noqa: F401
+    import triton.language  # noqa: F401
+
+    from kernelrag.verify import correctness, faults, guard, measure, tolerances  # noqa: F401
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        try:
+            from kernelrag.verify import launch, timing  # noqa: F401
+        except ImportError:
+            pass
+
+
+def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -> int:
+    """Run one candidate job; ``stamps``: monotonic times of process start and end of imports
+    (the parent turns them into the verdict's phases; ``time.monotonic`` is system-wide)."""
     die_with_parent()
     from kernelrag.verify.jail import set_limits
 
     set_limits(job.get("limits") or {})      # CPU seconds, file size, no core dumps, host memory
     phase1, final = Path(job["phase1_path"]), Path(job["result_path"])
+    t_job = time.monotonic()
     run = CandidateRun(job)
     res = run.result
+    clock = res["clock"] = {**(stamps or {}), "job": t_job, "ready": time.monotonic()}
     try:
         module = run.load_candidate()
     except BaseException as exc:   # noqa: BLE001 - the candidate failed to import
@@ -191,8 +210,10 @@ def run_candidate(job: dict[str, Any]) -> int:
         _write_json(final, res)
         return 0
     run.findings("import")
+    clock["imported"] = time.monotonic()
     model_cls = run.model_cls = getattr(module, "ModelNew", None)
     plan = _wait_json(Path(job["plan_path"]))
+    clock["plan"] = time.monotonic()
     if plan.get("cmd") == "stop" or model_cls is None:
         if model_cls is None:
             res.update(error="the candidate defines no ModelNew class", error_kind="compile_error")
@@ -206,9 +227,11 @@ def run_candidate(job: dict[str, Any]) -> int:
         kind = classify(exc)
         res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind if not res["phase"].startswith("init")
                    else "compile_error")
+    clock["trials"] = time.monotonic()
     _write_json(phase1, res)
     if job.get("wait_for_go"):
         go = _wait_json(Path(job["go_path"])).get("go")
+        clock["go"] = time.monotonic()
         if go == "time" and "error" not in res:
             from kernelrag.verify.measure import measure
 
@@ -221,6 +244,7 @@ def run_candidate(job: dict[str, Any]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
+    started = time.monotonic()
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["reference"] and len(argv) in (1, 2):
         from kernelrag.verify.reference import main as reference_main
@@ -231,7 +255,16 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m kernelrag.verify.worker {reference [JOB.json] | candidate JOB.json}",
               file=sys.stderr)
         return 2
-    return run_candidate(json.loads(Path(argv[1]).read_text()))
+    job_path = Path(argv[1])
+    stamps = {"main": started}
+    if not job_path.exists():
+        # a warm process from a pool: import now, then wait for the job to be written
+        die_with_parent()
+        preimport()
+        stamps["imports"] = time.monotonic()
+        stamps["warm"] = 1.0
+        return run_candidate(_wait_json(job_path), stamps)
+    return run_candidate(json.loads(job_path.read_text()), stamps)
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ import os
 import select
 import signal
 import sys
+import time
 import traceback
 
 MARK = "@@kernelrag "
@@ -65,6 +66,7 @@ def _isolate(request: dict) -> None:
 
 def _child(request: dict) -> None:
     code = 1
+    forked = time.monotonic()
     try:
         os.setsid()
         if request.get("isolate"):
@@ -80,7 +82,7 @@ def _child(request: dict) -> None:
 
         with open(request["job"]) as f:
             job = json.load(f)
-        code = run_candidate(job)
+        code = run_candidate(job, {"main": forked, "imports": forked, "forked": 1.0})
     except BaseException:   # noqa: BLE001 - report anything, then leave without cleanup
         traceback.print_exc()
     finally:

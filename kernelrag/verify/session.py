@@ -1,0 +1,307 @@
+"""Verifying many candidates in a row, with what does not depend on the candidate kept warm.
+
+    from kernelrag.verify import VerifySession
+    with VerifySession(device="cuda") as session:
+        verdicts = session.verify_many("task.py", ["a.py", "b.py", "c.py"])
+
+What a session reuses, and how it is keyed (nothing crosses from one task to another):
+
+* **Reference outputs.** The session draws its trial seeds once (or takes ``seed``), so
+  every candidate of a task is checked on the same trials. Its reference processes are
+  warm and keep the prepared references of recent jobs in memory, keyed by the whole job
+  (task source, sizes, seeds, trials, budgets, tolerance, device) in a process of one
+  torch and triton (``reference.Prepared``). They never reach the disk.
+* **The torch.compile baseline** (GPU): measured once per task and session, in the
+  reference process (which never runs candidate code), 100 calls interleaved with eager,
+  keyed by the task source's hash, device and the torch/triton versions. Each candidate
+  is still timed interleaved with eager, the drift anchor; its compile figure is the
+  cached one times (eager now / eager then), so both speedups are side-by-side ratios
+  (``Verdict.compile_source`` says so).
+* **Warm processes.** Reference processes stay up for the session. On a GPU, candidate
+  processes are started ahead (torch and triton imported, CUDA not touched, since an
+  initialised CUDA context cannot be forked); each runs exactly one candidate. On a CPU
+  the zygote forks them (``processes.spawn_candidate``).
+
+Parallelism: ``workers`` candidates are in flight at once. On a GPU the gate lets any
+number share the device for untimed work (imports, correctness trials, comparisons) but
+gives it to one alone for timing: no two timed measurements overlap, and nothing else
+runs on the GPU while one is timed.
+"""
+from __future__ import annotations
+
+import hashlib
+import secrets
+import time
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from kernelrag.errors import KernelRAGError
+from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, verify, verify_source
+from kernelrag.verify.processes import give_back, reference_key, reference_server
+from kernelrag.verify.sandbox import Job, Session, Slot, run_session
+from kernelrag.verify.verdict import Verdict
+
+COMPILE_MODES = ("cached", "interleaved")
+
+
+class GpuGate:
+    """A readers-writer lock over the GPU, and the session's torch.compile baselines.
+
+    ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone
+    (waiting writers go first). ``release(state)`` gives either back. ``baseline(job,
+    ready, ref)``, called while exclusive, measures the task's baseline in the reference
+    process ``ref`` when the session has none yet.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = self._waiting = 0
+        self._writer = False
+        self.baselines: dict[str, dict[str, Any]] = {}
+
+    def shared(self) -> None:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._writer and not self._waiting)
+            self._readers += 1
+
+    def exclusive(self) -> None:
+        with self._cond:
+            self._waiting += 1
+            self._cond.wait_for(lambda: not self._writer and not self._readers)
+            self._waiting -= 1
+            self._writer = True
+
+    def release(self, state: str) -> None:
+        with self._cond:
+            if state == "exclusive":
+                self._writer = False
+            else:
+                self._readers -= 1
+            self._cond.notify_all()
+
+    def baseline(self, job: Job, ready: dict, ref) -> tuple[dict | None, bool]:
+        """(the task's baseline, whether ``ref`` is still usable); None when compile is interleaved."""
+        if job.compile != "gate":
+            return None, True
+        key = baseline_key(job, ready)
+        if key in self.baselines:
+            return self.baselines[key], True
+        rel_norm = 2 * max((t["rel_norm"] for t in ready.get("tolerances") or []), default=1e-4)
+        t0 = time.monotonic()
+        ref.send({"cmd": "baseline", "source": (job.original or {}).get("source"), "seed": job.seed + 500,
+                  "iters": 100, "rel_norm_tol": rel_norm})
+        message = ref.recv(time.monotonic() + max(300.0, job.timeout_s))
+        ok = message is not None
+        if message is None:               # stop it now: it must not run on the GPU while a candidate times
+            ref.kill()
+            message = {"compile": None, "error": "the reference process gave no torch.compile baseline"}
+        message = {k: v for k, v in message.items() if k != "ok"}
+        self.baselines[key] = message
+        return dict(message, measured_s=time.monotonic() - t0), ok
+
+
+def baseline_key(job: Job, ready: dict) -> str:
+    source = (job.original or {}).get("source") or ""
+    parts = [hashlib.sha256(source.encode()).hexdigest(), job.device, str(ready.get("torch_version")),
+             str(ready.get("triton_version"))]
+    return "|".join(parts)
+
+
+class VerifySession:
+    """Verify many candidates against one or more tasks; see the module docstring.
+
+    Options are those of ``verify_source`` (``device``, ``timeout_s``, ``trials``,
+    ``measure_time``, ``seed``, ``tolerance``, ``policy``, ``cache_dir``,
+    ``require_isolation``), fixed for the
+    session, plus ``workers`` (candidates in flight; default 2 on a GPU, 1 on a CPU,
+    whose zygote serves one candidate at a time), ``prestart`` (start candidate processes
+    ahead; default on a GPU only, since a CPU forks them from the zygote) and
+    ``compile_baseline``: "cached" (once per task, the default) or "interleaved"
+    (torch.compile timed beside every candidate, as ``verify`` does). Use it as a context
+    manager, or call ``close()``.
+    """
+
+    def __init__(self, *, device: str = "auto", timeout_s: float = 300.0, trials: int = 5,
+                 measure_time: bool = True, seed: int | None = None,
+                 tolerance: dict[str, float] | str | None = None, policy: Any = None,
+                 cache_dir: str | Path | None = None, require_isolation: bool = False,
+                 workers: int | None = None, prestart: bool | None = None,
+                 compile_baseline: str = "cached"):
+        if device not in DEVICES:
+            raise KernelRAGError(f"device={device!r} is not one of {', '.join(DEVICES)}")
+        if compile_baseline not in COMPILE_MODES:
+            raise KernelRAGError(f"compile_baseline={compile_baseline!r} is not one of {', '.join(COMPILE_MODES)}")
+        if workers is not None and workers < 1:
+            raise KernelRAGError(f"workers={workers} must be at least 1")
+        self.device, self.resolved = device, _resolve_device(device)
+        self.seed = secrets.randbelow(2**31 - 1000) if seed is None else int(seed)
+        self.options = dict(device=device, timeout_s=timeout_s, trials=trials, measure_time=measure_time,
+                            seed=self.seed, tolerance=tolerance, policy=policy, cache_dir=cache_dir,
+                            require_isolation=require_isolation)
+        self.workers = workers or (2 if self.resolved == "cuda" else 1)   # CPU: the zygote pool holds one
+        self.prestart = self.resolved == "cuda" if prestart is None else bool(prestart)
+        self.compile_baseline = compile_baseline
+        self.gate = GpuGate()
+        self._lock = threading.Lock()
+        self._refs: dict[str, list] = {}
+        self._slots: list[Slot] = []
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    # ------------------------------------------------------------ verifying
+    def verify(self, task_path: str | Path, candidate_path: str | Path, **overrides: Any) -> Verdict:
+        """One candidate file against one task file (``overrides``: per-call ``verify`` options)."""
+        return verify(task_path, candidate_path, **{**self.options, **overrides}, runner=self.run_job)
+
+    def verify_source(self, task_src: str, candidate_src: str, **overrides: Any) -> Verdict:
+        return verify_source(task_src, candidate_src, **{**self.options, **overrides}, runner=self.run_job)
+
+    def verify_many(self, task_path: str | Path, candidate_paths: Iterable[str | Path], *,
+                    on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
+        """Every candidate against one task, ``workers`` at a time; verdicts in input order."""
+        return self.verify_pairs([(task_path, c) for c in candidate_paths], on_verdict=on_verdict)
+
+    def verify_pairs(self, pairs: Iterable[tuple[str | Path, str | Path]], *, errors: str = "raise",
+                     on_verdict: Callable[[int, Any], None] | None = None,
+                     overrides: list[dict[str, Any]] | None = None) -> list[Any]:
+        """(task, candidate) file pairs, ``workers`` at a time; results in input order.
+
+        ``errors="return"`` puts a KernelRAGError (a missing file, a malformed task) in
+        the result list instead of raising it. ``overrides``: per-pair options.
+        """
+        pairs = list(pairs)
+        extra = overrides or [{} for _ in pairs]
+        if len(extra) != len(pairs):
+            raise KernelRAGError(f"{len(extra)} overrides for {len(pairs)} pairs; give one dict per pair")
+        if errors == "raise":
+            for task, cand in pairs:
+                for label, path in (("task", task), ("candidate", cand)):
+                    if not Path(path).is_file():
+                        raise KernelRAGError(f"{label} file {path} does not exist; pass an existing .py file")
+
+        return self._map([lambda i=i: self.verify(*pairs[i], **extra[i]) for i in range(len(pairs))],
+                         errors, on_verdict)
+
+    def verify_sources(self, task_src: str, candidate_srcs: Iterable[str], *, errors: str = "raise",
+                       on_verdict: Callable[[int, Any], None] | None = None) -> list[Any]:
+        """Candidate sources against one task source (a drafter's round), ``workers`` at a time."""
+        srcs = list(candidate_srcs)
+        return self._map([lambda c=c: self.verify_source(task_src, c) for c in srcs], errors, on_verdict)
+
+    def _map(self, calls: list[Callable[[], Verdict]], errors: str, on_verdict) -> list[Any]:
+        if errors not in ("raise", "return"):
+            raise KernelRAGError(f"errors={errors!r} is not one of raise, return")
+
+        def one(i: int) -> Any:
+            try:
+                result: Any = calls[i]()
+            except KernelRAGError as exc:
+                if errors == "raise":
+                    raise
+                result = exc
+            if on_verdict is not None:
+                on_verdict(i, result)
+            return result
+
+        if self.workers == 1:
+            return [one(i) for i in range(len(calls))]
+        # The threads live as long as the session: a process started from a thread (warm
+        # candidates, reference processes) is killed when that thread ends (PR_SET_PDEATHSIG).
+        with self._lock:
+            if self._pool is None:
+                self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernelrag-verify")
+        return list(self._pool.map(one, range(len(calls))))
+
+    # ------------------------------------------------------------ processes
+    def run_job(self, job: Job) -> Session:
+        """The session's runner for ``verify_source``: warm reference, prestarted slot, gate."""
+        if self._closed:
+            raise KernelRAGError("this VerifySession is closed; open a new one")
+        cuda = job.device == "cuda"
+        job.compile = "gate" if cuda and self.compile_baseline == "cached" else "interleaved"
+        ref = self._take_ref(job.device)
+        slot = self._take_slot(job.device)
+        healthy = False
+        try:
+            session = run_session(job, ref=ref, slot=slot, gate=self.gate if cuda else None)
+            healthy = session.ref_healthy
+            return session
+        finally:
+            self._give_ref(job.device, ref, healthy)
+
+    def _take_ref(self, device: str):
+        with self._lock:
+            idle = self._refs.setdefault(device, [])
+            server = idle.pop() if idle else None
+        if server is not None and server.alive():
+            return server
+        if server is not None:
+            server.kill()
+        return reference_server(device)
+
+    def _give_ref(self, device: str, server, healthy: bool) -> None:
+        if healthy and server.alive() and not self._closed:
+            with self._lock:
+                self._refs.setdefault(device, []).append(server)
+                return
+        if healthy and server.alive():
+            give_back(reference_key(device), server, True)
+        else:
+            server.kill()
+
+    def _take_slot(self, device: str) -> Slot:
+        if not (self.prestart and device == self.resolved):
+            return Slot.make(device, prestart=False)
+        with self._lock:
+            slot = self._slots.pop(0) if self._slots else None
+        slot = slot if slot is not None and slot.child.poll() is None else _replace(slot, device,
+                                                                                    self._readable(device))
+        with self._lock:                 # keep one warm process per worker ready for the next candidates
+            missing = self.workers - len(self._slots)
+        for _ in range(max(0, missing)):
+            fresh = Slot.make(device, prestart=True, readable=self._readable(device))
+            with self._lock:
+                self._slots.append(fresh)
+        return slot
+
+    def _readable(self, device: str) -> list[str]:
+        """What a candidate may read besides its scratch folder: the measured-ceilings cache."""
+        cache = _cache_dir(self.options.get("cache_dir"), device)
+        return [cache] if cache else []
+
+    def close(self) -> None:
+        """Stop the warm candidate processes; hand the reference processes back to the pool."""
+        self._closed = True
+        with self._lock:
+            slots, self._slots = self._slots, []
+            refs, self._refs = self._refs, {}
+        for slot in slots:
+            slot.discard()
+        for device, servers in refs.items():
+            for server in servers:
+                give_back(reference_key(device), server, True)
+        if self._pool is not None:
+            self._pool.shutdown(wait=True)
+
+    def __enter__(self) -> "VerifySession":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+
+def _replace(dead: Slot | None, device: str, readable: list[str]) -> Slot:
+    if dead is not None:
+        dead.discard()
+    return Slot.make(device, prestart=True, readable=readable)
+
+
+def verify_many(task_path: str | Path, candidate_paths: Iterable[str | Path], **options: Any) -> list[Verdict]:
+    """``VerifySession(**options).verify_many(task, candidates)``, closed afterwards."""
+    with VerifySession(**options) as session:
+        return session.verify_many(task_path, candidate_paths)
+
+
+__all__ = ["VerifySession", "GpuGate", "verify_many", "baseline_key"]

@@ -1,0 +1,204 @@
+"""VerifySession (kernelrag/verify/session.py), the per-phase times of a verdict and batch mode.
+
+On CPU, under Triton's interpreter: the reuse that applies there (fixed trial seeds,
+references kept in the warm reference process) must not weaken any check, so every hack
+fixture of one task goes through one session and must still be caught.
+"""
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from kernelrag.errors import KernelRAGError
+from kernelrag.verify import Phases, Verdict, VerifySession, verify
+from kernelrag.verify.cli import main as cli_main
+from kernelrag.verify.outcome import _cached_compile
+from kernelrag.verify.sandbox import Job
+from kernelrag.verify.session import GpuGate, baseline_key
+from kernelrag.verify.verdict import Timing
+
+FIXTURES = Path(__file__).parent / "fixtures" / "verify"
+TASK = FIXTURES / "tasks" / "relu.py"
+GOOD = FIXTURES / "positive" / "relu.py"
+HACKS = [r for r in json.loads((FIXTURES / "expectations.json").read_text())["hacks"]
+         if r["task"] == "relu" and not r.get("disabled") and not r.get("timeout_s")]
+
+
+def test_a_verdict_carries_its_phases_and_they_survive_json():
+    v = verify(TASK, GOOD, device="cpu")
+    assert v.ok, v.feedback()
+    for name in ("static", "reference_build", "correctness", "comparison"):
+        assert name in v.phases.seconds, v.phases
+    assert "phases: " in v.summary()
+    back = Verdict.from_dict(json.loads(json.dumps(v.to_dict())))
+    assert back.phases == v.phases
+
+
+def test_phases_reject_an_unknown_name():
+    with pytest.raises(ValueError, match="unknown phase"):
+        Phases().add("lunch", 1.0)
+
+
+def test_a_session_reuses_the_references_of_a_task_and_only_of_that_task():
+    sum_task, sum_good = FIXTURES / "tasks" / "sum_dim.py", FIXTURES / "positive" / "sum_dim.py"
+    with VerifySession(device="cpu") as session:
+        first, second = session.verify(TASK, GOOD), session.verify(TASK, GOOD)
+        other = session.verify(sum_task, sum_good)
+    assert first.ok and second.ok and other.ok
+    assert first.seed == second.seed == session.seed
+    assert "reference" not in first.phases.reused
+    assert "reference" in second.phases.reused
+    assert "reference" not in other.phases.reused
+    assert [c.name for c in first.checks] == [c.name for c in second.checks]
+
+
+def test_every_hack_of_a_task_is_still_caught_in_one_session():
+    candidates = [GOOD] + [FIXTURES / f"{r['candidate']}.py" for r in HACKS]
+    with VerifySession(device="cpu") as session:
+        verdicts = session.verify_many(TASK, candidates)
+    assert verdicts[0].ok, verdicts[0].feedback()
+    for row, v in zip(HACKS, verdicts[1:]):
+        assert v.status == row.get("cpu_status", row["status"]), (row["candidate"], v.feedback())
+        assert not v.ok
+
+
+def test_verify_pairs_returns_misuse_errors_when_asked():
+    with VerifySession(device="cpu") as session:
+        with pytest.raises(KernelRAGError, match="does not exist"):
+            session.verify_pairs([(TASK, FIXTURES / "missing.py")])
+        results = session.verify_pairs([(TASK, FIXTURES / "missing.py"), (TASK, GOOD)], errors="return")
+    assert isinstance(results[0], KernelRAGError)
+    assert results[1].ok
+
+
+def test_a_closed_session_refuses_work():
+    session = VerifySession(device="cpu")
+    session.close()
+    with pytest.raises(KernelRAGError, match="closed"):
+        session.verify(TASK, GOOD)
+
+
+def test_batch_cli_prints_one_verdict_each_and_fails_if_any_fails(capsys):
+    bad = FIXTURES / "hacks" / "noop_empty.py"
+    assert cli_main([str(TASK), str(GOOD), str(GOOD), "--device", "cpu", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert [r["candidate"] for r in rows] == [str(GOOD), str(GOOD)]
+    assert all(r["ok"] and r["phases"]["seconds"] for r in rows)
+    assert cli_main([str(TASK), str(GOOD), str(bad), "--device", "cpu"]) == 1
+    out = capsys.readouterr().out
+    assert "1 of 2 candidates ok" in out and str(bad) in out
+
+
+def test_the_gate_keeps_untimed_work_off_the_gpu_while_one_candidate_times():
+    gate = GpuGate()
+    job = Job(candidate_source="", device="cuda", seed=1, trials=1, timeout_s=5, measure_time=True,
+              primary=[], second=[], original=None, budget_primary=0, budget_second=0)
+    gate.exclusive()
+    assert gate.baseline(job, {}, None) == (None, True)     # compile interleaved: no baseline asked
+    entered = threading.Event()
+
+    def untimed():
+        gate.shared()
+        entered.set()
+        gate.release("shared")
+
+    worker = threading.Thread(target=untimed)
+    worker.start()
+    assert not entered.wait(0.3)         # cannot start while the other candidate is timed
+    gate.release("exclusive")
+    assert entered.wait(10)
+    worker.join(10)
+
+
+def test_the_gate_measures_a_tasks_baseline_once():
+    class FakeReference:
+        def __init__(self):
+            self.sent = []
+
+        def send(self, data):
+            self.sent.append(data)
+
+        def recv(self, deadline):
+            return {"ok": True, "compile": {"median_ms": 2.0, "iqr_ms": 0.1, "trials": 100},
+                    "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}}
+
+    gate, ref = GpuGate(), FakeReference()
+    job = Job(candidate_source="", device="cuda", seed=1, trials=1, timeout_s=5, measure_time=True,
+              primary=[], second=[], original={"source": "task"}, budget_primary=0, budget_second=0,
+              compile="gate")
+    ready = {"torch_version": "t", "triton_version": "x", "tolerances": [{"rel_norm": 1e-5}]}
+    first, ok = gate.baseline(job, ready, ref)
+    again, _ = gate.baseline(job, ready, ref)
+    assert ok and len(ref.sent) == 1 and ref.sent[0]["cmd"] == "baseline"
+    assert "measured_s" in first and "measured_s" not in again
+    other = Job(**{**job.__dict__, "original": {"source": "another task"}})
+    assert baseline_key(other, ready) != baseline_key(job, ready)
+
+
+def test_a_cached_compile_figure_is_scaled_by_eagers_drift():
+    v = Verdict(kernel_ms=Timing(1.0, 0.0, 100), eager_ms=Timing(4.4, 0.0, 100))
+    _cached_compile(v, {"compile": {"median_ms": 2.0, "iqr_ms": 0.2, "trials": 100},
+                        "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}})
+    assert v.compile_ms.median_ms == pytest.approx(2.2)
+    assert v.compile_source.startswith("cached") and "x1.100" in v.compile_source
+    failed = Verdict(kernel_ms=Timing(1.0, 0.0, 100), eager_ms=Timing(4.0, 0.0, 100))
+    _cached_compile(failed, {"compile": None, "error": "RuntimeError: boom"})
+    assert failed.compile_ms is None and any("boom" in w for w in failed.warnings)
+
+
+def test_candidates_from_processes_started_ahead_are_checked_alike():
+    """The GPU path (a new interpreter per candidate, started before its job), run on a CPU."""
+    bad = FIXTURES / "hacks" / "input_mutation.py"
+    with VerifySession(device="cpu", prestart=True) as session:
+        good, hack = session.verify_many(TASK, [GOOD, bad])
+        assert len(session._slots) == session.workers        # the next candidates' processes wait
+        waiting = [slot.child for slot in session._slots]
+    assert good.ok, good.feedback()
+    assert "imports" in good.phases.seconds
+    assert "warm-process" in hack.phases.reused      # started while the first candidate ran
+    assert hack.status == "incorrect" and "inputs-unchanged" in {c.name.split("[")[0] for c in hack.failed_checks}
+    assert all(child.poll() is not None for child in waiting)   # stopped when the session closed
+
+
+GPU_FIXTURES = Path(__file__).parent / "fixtures" / "verify_gpu"
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_compile_baseline_is_timed_once_and_hacks_are_still_rejected():
+    task = GPU_FIXTURES / "task_gated_sigmoid.py"
+    honest, stale = GPU_FIXTURES / "honest.py", GPU_FIXTURES / "ptr_cache.py"
+    with VerifySession(device="cuda") as session:
+        first, second, hack = session.verify_many(task, [honest, honest, stale])
+    assert first.ok and second.ok, first.feedback() + second.feedback()
+    assert first.timed and second.timed and first.eager_ms and second.eager_ms
+    assert "baseline" in first.phases.seconds or "compile-baseline" in first.phases.reused
+    assert "compile-baseline" in second.phases.reused and second.compile_source.startswith("cached")
+    assert "warm-process" in second.phases.reused or "warm-process" in hack.phases.reused
+    for name in ("warmup", "timing", "launch_proof"):
+        assert name in second.phases.seconds
+    assert not hack.ok
+
+
+def test_warm_processes_outlive_one_batch_of_a_parallel_session():
+    """Processes started from the session's threads must not die with a batch (PR_SET_PDEATHSIG
+    follows the thread that started them)."""
+    with VerifySession(device="cpu", prestart=True, workers=2) as session:
+        first = session.verify_many(TASK, [GOOD, GOOD])
+        later = session.verify_many(TASK, [GOOD])
+    assert all(v.ok for v in first + later)
+    assert "warm-process" in later[0].phases.reused
+    assert "reference" in later[0].phases.reused
+
+
+def test_phases_ignore_what_a_candidate_writes_into_its_clock():
+    from kernelrag.verify.outcome import phases
+    from kernelrag.verify.sandbox import Session
+
+    s = Session(clock={"spawn": 10.0}, ready={"seconds": {"reference_build": 0.5}},
+                result={"clock": {"main": 11.0, "ready": "soon", "plan": 12.0, "trials": float("nan")},
+                        "durations": {"timing": 2.0, "evil": 1.0, "warmup": [1]}})
+    ph = phases(s)
+    assert ph.seconds == {"process_start": 1.0, "reference_build": 0.5, "timing": 2.0}
