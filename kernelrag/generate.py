@@ -46,6 +46,7 @@ if TYPE_CHECKING:
     from kernelrag.patterns import OpPattern
     from kernelrag.retrieve import Retriever
     from kernelrag.verify import Verdict
+    from kernelrag.verify.session import VerifySession
 
 log = logging.getLogger("kernelrag.generate")
 EXAMPLES = 2
@@ -62,6 +63,7 @@ class Parts:
     graph: "ReasoningGraph | None" = None      # None when unavailable
     llm: "LLMClient | None" = None             # None = offline
     store: "KnowledgeStore | None" = None      # None when unavailable
+    verifier: "VerifySession | None" = None    # warm processes and cached baselines across runs
     notes: list[str] = field(default_factory=list)
 
 
@@ -146,9 +148,11 @@ class Loop:
     def _verify(self, candidate: str) -> "Verdict":
         self.cost.verify_calls += 1
         required = self.settings.require_isolation
-        return verify_source(self.task.source, candidate, device=self.device,
-                             timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
-                             require_isolation=self.parts.llm is not None if required is None else required)
+        options = dict(device=self.device, timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
+                       require_isolation=self.parts.llm is not None if required is None else required)
+        if self.parts.verifier is not None:
+            return self.parts.verifier.verify_source(self.task.source, candidate, **options)
+        return verify_source(self.task.source, candidate, **options)
 
     def _add_round(self, r: Round, extra: dict | None = None) -> Round:
         self.rounds.append(r)

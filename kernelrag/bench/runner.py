@@ -44,6 +44,7 @@ from kernelrag.retrieve import Retriever
 from kernelrag.task import Task
 from kernelrag.types import GenerateResult, Round
 from kernelrag.verify.ceilings import get_ceilings
+from kernelrag.verify.session import VerifySession
 
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
 
@@ -171,21 +172,9 @@ def record_negative_evidence(entry: dict[str, Any], gpu: str, evidence_path: Pat
         append_evidence(evidence_path, [record])
 
 
-def run(args: argparse.Namespace) -> int:
-    device = resolve_device(args.device)
-    settings = load_settings(device=device, verify_timeout_s=args.timeout_s)
-    tasks = task_files([Path(p) for p in args.tasks])
-    if args.only:
-        wanted = set(args.only.split(","))
-        tasks = [t for t in tasks if t.stem in wanted]
-    results_path = Path(args.results or f"bench/results/{'h200' if device == 'cuda' else 'cpu'}-{today()}.json")
-    results = load_results(results_path)
-    results["machine"] = machine_info(device)
-    results["suite"] = [str(t) for t in tasks]
-    parts = bench_parts(settings)
-    if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
-
-        results["machine"]["ceilings"] = get_ceilings(settings.cache_dir)
+def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, Any], results_path: Path,
+               parts: Parts, device: str) -> int:
+    """Each task not yet in ``results`` through the loop, the results file rewritten after each."""
     start, slowest_s = time.perf_counter(), 0.0
     todo = [t for t in tasks if t.stem not in results["tasks"]]
     print(f"{len(tasks)} tasks, {len(tasks) - len(todo)} already done, results -> {results_path}", flush=True)
@@ -217,6 +206,27 @@ def run(args: argparse.Namespace) -> int:
         speed = f"eager x{se:.2f} compile x{sc:.2f}" if se and sc else ""
         print(f"[{i}/{len(todo)}] {path.stem:28s} {entry['status']:14s} {speed:28s} {entry['wall_s']:6.1f}s",
               flush=True)
+    return EXIT_COMPLETE
+
+
+def run(args: argparse.Namespace) -> int:
+    device = resolve_device(args.device)
+    settings = load_settings(device=device, verify_timeout_s=args.timeout_s)
+    tasks = task_files([Path(p) for p in args.tasks])
+    if args.only:
+        wanted = set(args.only.split(","))
+        tasks = [t for t in tasks if t.stem in wanted]
+    results_path = Path(args.results or f"bench/results/{'h200' if device == 'cuda' else 'cpu'}-{today()}.json")
+    results = load_results(results_path)
+    results["machine"] = machine_info(device)
+    results["suite"] = [str(t) for t in tasks]
+    parts = bench_parts(settings)
+    if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
+        results["machine"]["ceilings"] = get_ceilings(settings.cache_dir)
+    with VerifySession(device=device, timeout_s=settings.verify_timeout_s, cache_dir=settings.cache_dir) as session:
+        parts.verifier = session     # warm processes and each task's compile baseline, kept across tasks
+        if _run_tasks(args, tasks, results, results_path, parts, device) == EXIT_INCOMPLETE:
+            return EXIT_INCOMPLETE
     results["summary"] = summarize(results)
     _atomic_write_json(results_path, results)
     s = results["summary"]
