@@ -1,0 +1,96 @@
+"""What a template is, what a region is, and the registry the partitioner asks.
+
+A *region* is the part of the graph one template turns into one launcher (one or
+more kernels). The partitioner walks the live nodes in order and keeps one region
+open: the open region's template is asked whether the next node may join it (a
+fusion point); if not, any template may adopt the open region together with the
+node (a pointwise region becomes the prologue of a reduction); otherwise the region
+is closed and the first template in priority order that opens the node starts the
+next one. Values that cross a region boundary are materialised in HBM; layout nodes
+(``view``) stay in PyTorch between launchers, where they are free.
+
+Adding a family (GEMM, convolution, pooling...): write a class with the methods of
+``Template`` in ``templates/<family>.py`` and call ``register(MyTemplate(), priority)``
+at the end of that module; list the module in ``templates/__init__.py``. ``opens``
+claims the anchor op (``matmul``), ``absorbs`` accepts the epilogue nodes the tile can
+hold (elementwise ops on the output frame: ``exprs.node_expr`` turns any of them into a
+``tl`` expression, ``index.operand_load`` loads a broadcast operand), ``emit`` returns
+the kernel text and the launcher. A launcher takes the region's ``loads`` (tensors, in
+order) and returns the tuple of its ``outputs``.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from kernelrag.draft.lower.ir import Graph, Node
+
+
+@dataclass
+class Region:
+    template: "Template"
+    nodes: list[int] = field(default_factory=list)     # ids computed here, in order
+    domain: tuple[int, ...] = ()                       # traced iteration space
+    reduced: tuple[int, ...] = ()                      # dims of ``domain`` one program reduces or scans
+    state: dict[str, Any] = field(default_factory=dict)   # template-private planning data
+    loads: list[int] = field(default_factory=list)     # ids read from outside (filled by the partitioner)
+    outputs: list[int] = field(default_factory=list)   # ids needed outside (filled by the partitioner)
+
+    def describe(self, graph: Graph) -> str:
+        ops = [graph[i].origin or graph[i].op for i in self.nodes]
+        seen: list[str] = []
+        for op in ops:
+            if op not in seen:
+                seen.append(op)
+        return f"{self.template.name}: {' > '.join(seen)}"
+
+
+@dataclass
+class Emitted:
+    kernels: list[str]            # @triton.jit source texts (helpers first)
+    launcher: str                 # the Python launcher's source text
+    launcher_name: str
+    transformations: list[str]    # ids from memory/data/transformations.toml
+    doc: str                      # one paragraph for the module docstring: technique, bytes, FLOPs
+
+
+class Template(Protocol):
+    name: str                     # "rowwise"
+    family: str                   # "reduction", "elementwise", "gemm"...
+    variants: tuple[str, ...]     # the first is the default
+
+    def opens(self, graph: Graph, node: Node) -> bool: ...
+
+    def absorbs(self, graph: Graph, region: Region, node: Node) -> bool: ...
+
+    def adopts(self, graph: Graph, region: Region, node: Node) -> bool: ...
+
+    def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None: ...
+
+    def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted: ...
+
+
+_REGISTRY: list[tuple[int, Template]] = []
+
+
+def register(template: Template, priority: int) -> Template:
+    """Add a template; lower priority numbers are asked first when a region opens."""
+    if any(t.name == template.name for _, t in _REGISTRY):
+        raise ValueError(f"a template named {template.name!r} is already registered")
+    _REGISTRY.append((priority, template))
+    _REGISTRY.sort(key=lambda pt: pt[0])
+    return template
+
+
+def templates() -> list[Template]:
+    from kernelrag.draft.lower import templates as _families   # registers the built-in families
+
+    del _families
+    return [t for _, t in _REGISTRY]
+
+
+def template_named(name: str) -> Template:
+    for t in templates():
+        if t.name == name:
+            return t
+    raise KeyError(f"no template {name!r}; registered: {', '.join(t.name for t in templates())}")
