@@ -138,7 +138,7 @@ class Loop:
         self.use_memory = use_memory
         self.write_back, self.log_id = write_back, log_id
         self.task = Task.of(task)                # read once; executed and traced on first use
-        self.drafter = OfflineDrafter(parts.library)   # plans once for this run
+        self.drafter = OfflineDrafter(parts.library, parts.graph)   # plans once for this run
         self.cost = Cost()
         self.rounds: list[Round] = []
         self.extra: list[dict] = []          # per round: LLM messages and raw answer, for the log

@@ -7,7 +7,9 @@ L0/L1 modules that need nothing more (patterns, skills, graph).
 Plan for a task, best first:
   1. skills whose pattern is exactly the task's (approved > verified > draft),
   2. a generated fused kernel when the task is an elementwise chain (codegen),
-  3. skills of the same category with pattern similarity >= SIMILAR_MIN.
+  3. the task lowered onto kernel templates (``draft.lower``): one plan per variant
+     combination, in the order the reasoning graph's evidence ranks them (``lower.rank``),
+  4. skills of the same category with pattern similarity >= SIMILAR_MIN.
 A skill is used only when its ``ModelNew`` constructor accepts the task's
 ``get_init_inputs()``. Constants the skill declares in a ``[constants]`` table
 of skill.toml (module-level names in kernel.py) take the task's module-level
@@ -24,6 +26,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from kernelrag.draft.codegen import generate_elementwise
+from kernelrag.draft.lower.lowering import lower
 from kernelrag.task import Task
 from kernelrag.types import DraftResult
 
@@ -37,8 +40,8 @@ _STATE_ORDER = {"approved": 0, "verified": 1, "draft": 2, "needs_review": 3}
 
 @dataclass
 class Plan:
-    kind: str                 # "skill" | "codegen"
-    key: str                  # skill name, or "codegen"
+    kind: str                 # "skill" | "codegen" | "lowering"
+    key: str                  # skill name, "codegen", or "lowering:<variants>"
     why: str
     skill: "Skill | None" = None
     score: float = 1.0
@@ -107,14 +110,29 @@ def float_dtypes(pattern: "OpPattern") -> set[str]:
     return {d for d in dtypes if d.startswith(("float", "bfloat", "half", "double"))}
 
 
+def lowering_plans(task: Task, pattern: "OpPattern", notes: list[str], graph: Any = None) -> list[Plan]:
+    """One plan per template-variant combination (``Plan.skill`` holds the variant tuple)."""
+    from kernelrag.draft.lower.lowering import variant_choices
+    from kernelrag.draft.lower.rank import lower_order
+
+    try:
+        combos = lower_order(variant_choices(task.source), pattern, graph)
+    except Exception as exc:      # Unsupported, or the task failing on the meta device
+        notes.append(f"lowering: {exc}")
+        return []
+    return [Plan("lowering", "lowering:" + "+".join(c), f"{pattern.signature} composed from kernel templates "
+                 f"(variants {', '.join(c)})", c, 0.98 - 0.001 * k) for k, c in enumerate(combos)]
+
+
 class OfflineDrafter:
     """Drafts from the skill library (and codegen); one candidate per call, best untried first.
 
     One drafter serves one run: the plan for a (task, backend, device) is made once, and a
     codegen plan that failed is not tried again."""
 
-    def __init__(self, library: "SkillLibrary"):
+    def __init__(self, library: "SkillLibrary", graph: Any = None):
         self.library = library
+        self.graph = graph            # kernelrag.memory.graph.ReasoningGraph: ranks the lowering variants
         self._plans: dict[tuple, tuple[list[Plan], list[str]]] = {}
         self._failed: dict[tuple, str] = {}      # (plan key, task hash) -> why it could not draft
 
@@ -161,6 +179,7 @@ class OfflineDrafter:
         if backend == "triton":   # codegen says for itself whether the task is a chain (a meta trace)
             plans.append(Plan("codegen", "codegen", f"{pattern.signature} may be an elementwise chain: "
                                                     "generate one fused Triton kernel", 0.99))
+            plans.extend(lowering_plans(task, pattern, notes, self.graph))
         exact_names = {s.name for s in exact}
         for m in self.library.find(pattern, category=pattern.category, k=8):
             if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN:
@@ -211,6 +230,12 @@ class OfflineDrafter:
                     self._failed[(p.key, task.sha256, sig)] = result.reason
                     failed.append(result.reason)
                     continue
+            elif p.kind == "lowering":
+                result = lower(task.source, sig, p.skill)
+                if not result.ok:
+                    failed.append(result.reason)
+                    continue
+                result.method = p.key          # "lowering:<variants>": what a caller excludes next round
             else:
                 result = self.instantiate(p.skill, task)
             result.pattern = sig

@@ -5,3 +5,4 @@ FLOP counts, why the fusion points are where they are), and registers its templa
 with ``kernelrag.draft.lower.protocol.register``. A new family adds its module to
 the import list below.
 """
+from kernelrag.draft.lower.templates import elementwise, rowwise  # noqa: E402,F401  (registers them)

@@ -1,0 +1,199 @@
+"""Decompositions of torch functions and tensor methods (``Decomposer.function``'s table).
+
+``op_<name>(dec, args, kwargs)`` lowers one op; the name is the canonical one of
+``kernelrag.patterns.canon`` (``torch.nn.functional.softmax`` and ``x.softmax`` are both
+``softmax``).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from kernelrag.draft.lower.decompose import IrRef, Unsupported, _arg, _dims
+
+_ALL = None
+
+
+def _rank(dec, x: IrRef) -> int:
+    return len(dec.shape(x.id))
+
+
+def _tensor(x: Any, what: str) -> IrRef:
+    if not isinstance(x, IrRef):
+        raise Unsupported(f"{what} expects a tensor, got {x!r}")
+    return x
+
+
+def elementwise(dec, name: str, args: list, kwargs: dict) -> IrRef:
+    if name in ("add", "sub") and kwargs.get("alpha") not in (None, 1):
+        args = [args[0], dec.ew("mul", args[1], kwargs.pop("alpha"))]
+    tensors = [a for a in args if isinstance(a, (IrRef, bool, int, float))]
+    scalars = {k: v for k, v in kwargs.items() if not isinstance(v, IrRef)}
+    if name in ("clamp", "clamp_min", "clamp_max", "clip"):
+        lo = kwargs.get("min", args[1] if len(args) > 1 and name != "clamp_max" else None)
+        hi = kwargs.get("max", args[2] if len(args) > 2 else (args[1] if name == "clamp_max" and len(args) > 1
+                                                               else None))
+        out = args[0]
+        if lo is not None:
+            out = dec.ew("maximum", out, lo, origin="clamp")
+        if hi is not None:
+            out = dec.ew("minimum", out, hi, origin="clamp")
+        return out
+    if name in ("relu", "sigmoid", "tanh", "exp", "log", "sqrt", "rsqrt", "abs", "neg", "erf", "silu"):
+        tensors = tensors[:1]
+    if name == "pow" and not isinstance(args[1], IrRef):
+        return dec.ew("pow", args[0], origin="pow", exponent=float(args[1]))
+    if name == "gelu":
+        return dec.ew("gelu", tensors[0], approximate=kwargs.get("approximate", "none"))
+    if name in ("leaky_relu", "elu", "softplus", "hardtanh"):
+        return dec.ew(name, tensors[0], **_scalar_kwargs(name, args[1:], scalars))
+    return dec.ew(name, *tensors, **scalars)
+
+
+def _scalar_kwargs(name: str, extra: list, kwargs: dict) -> dict:
+    keys = {"leaky_relu": ["negative_slope"], "elu": ["alpha"], "softplus": ["beta", "threshold"],
+            "hardtanh": ["min_val", "max_val"]}[name]
+    out = dict(zip(keys, extra))
+    out.update({k: v for k, v in kwargs.items() if k in keys})
+    return out
+
+
+def op_rsub(dec, args, kwargs):
+    return dec.ew("sub", args[1], args[0], origin="rsub")
+
+
+def op_where(dec, args, kwargs):
+    return dec.ew("where", *args[:3])
+
+
+def op_maximum(dec, args, kwargs):
+    return dec.ew("maximum", *args[:2])
+
+
+def op_minimum(dec, args, kwargs):
+    return dec.ew("minimum", *args[:2])
+
+
+def layout(dec, name: str, args: list, kwargs: dict, shape: tuple[int, ...]) -> IrRef:
+    x = _tensor(args[0], name)
+    if name in ("expand_as", "view_as", "reshape_as"):
+        other = _tensor(args[1], name)
+        return dec.view(x, f"{{0}}.{name}({{1}})", shape, name, other)
+    rest = list(args[1:]) + [f"{k}={v!r}" for k, v in kwargs.items()]
+    if any(isinstance(a, IrRef) or (isinstance(a, (list, tuple)) and any(isinstance(b, IrRef) for b in a))
+           for a in rest):
+        raise Unsupported(f"{name} with traced sizes (x.size(...)) is not lowered; write the sizes as -1")
+    if name in ("view", "reshape"):    # sizes from the task's constants would not follow a resized input
+        sizes = rest[0] if len(rest) == 1 and isinstance(rest[0], (list, tuple)) else rest
+        code = f"{{0}}.reshape({', '.join(map(str, sizes))})"
+        return dec.view(x, code, shape, name)
+    return dec.view(x, f"{{0}}.{name}({', '.join(map(str, rest))})", shape, name)
+
+
+def reduction(dec, fn: str, args: list, kwargs: dict, origin: str = "") -> Any:
+    x = _tensor(args[0], fn)
+    dim = _arg(args, kwargs, 1, "dim", _ALL)
+    keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
+    dims = _dims(dim, _rank(dec, x))
+    if fn in ("argmax", "argmin") and dim is None:
+        if keepdim:
+            raise Unsupported(f"{fn} over all dims with keepdim is not lowered")
+    return dec.red(fn, x, dims, keepdim, origin or fn)
+
+
+def _max_min(dec, fn: str, args, kwargs):
+    second = _arg(args, kwargs, 1, "dim", None) if "other" not in kwargs else kwargs["other"]
+    if isinstance(second, IrRef):
+        return dec.ew("maximum" if fn == "max" else "minimum", args[0], second)
+    if second is None:
+        return dec.red(fn, _tensor(args[0], fn), _dims(None, _rank(dec, args[0])), False, fn)
+    values = reduction(dec, fn, args, kwargs)
+    indices = reduction(dec, "arg" + fn, args, kwargs, origin=fn)
+    return (values, indices)
+
+
+def op_max(dec, args, kwargs):
+    return _max_min(dec, "max", args, kwargs)
+
+
+def op_min(dec, args, kwargs):
+    return _max_min(dec, "min", args, kwargs)
+
+
+def op_logsumexp(dec, args, kwargs):
+    x = _tensor(args[0], "logsumexp")
+    dims = _dims(_arg(args, kwargs, 1, "dim"), _rank(dec, x))
+    keepdim = bool(_arg(args, kwargs, 2, "keepdim", False))
+    m = dec.red("max", x, dims, True, "logsumexp")
+    s = dec.red("sum", dec.ew("exp", dec.ew("sub", x, m, origin="logsumexp"), origin="logsumexp"), dims, True,
+                "logsumexp")
+    out = dec.ew("add", dec.ew("log", s, origin="logsumexp"), m, origin="logsumexp")
+    return out if keepdim else dec.squeeze(out, dims, "logsumexp")
+
+
+def _softmax_parts(dec, x: IrRef, dim: Any, origin: str):
+    dims = _dims(dim if dim is not None else -1, _rank(dec, x))
+    m = dec.red("max", x, dims, True, origin)
+    shifted = dec.ew("sub", x, m, origin=origin)
+    s = dec.red("sum", dec.ew("exp", shifted, origin=origin), dims, True, origin)
+    return shifted, s
+
+
+def op_softmax(dec, args, kwargs):
+    x = _tensor(args[0], "softmax")
+    shifted, s = _softmax_parts(dec, x, _arg(args, kwargs, 1, "dim"), "softmax")
+    return dec.ew("div", dec.ew("exp", shifted, origin="softmax"), s, origin="softmax")
+
+
+def op_log_softmax(dec, args, kwargs):
+    x = _tensor(args[0], "log_softmax")
+    shifted, s = _softmax_parts(dec, x, _arg(args, kwargs, 1, "dim"), "log_softmax")
+    return dec.ew("sub", shifted, dec.ew("log", s, origin="log_softmax"), origin="log_softmax")
+
+
+def vector_norm(dec, x: IrRef, p: Any, dims: tuple[int, ...], keepdim: bool, origin: str = "norm") -> IrRef:
+    if p in (None, "fro", 2, 2.0):
+        r = dec.ew("sqrt", dec.red("sum", dec.ew("mul", x, x, origin=origin), dims, True, origin), origin=origin)
+    elif p in (1, 1.0):
+        r = dec.red("sum", dec.ew("abs", x, origin=origin), dims, True, origin)
+    elif p == float("inf"):
+        r = dec.red("max", dec.ew("abs", x, origin=origin), dims, True, origin)
+    elif isinstance(p, (int, float)) and p > 0:
+        powered = dec.ew("pow", dec.ew("abs", x, origin=origin), origin=origin, exponent=float(p))
+        r = dec.ew("pow", dec.red("sum", powered, dims, True, origin), origin=origin, exponent=1.0 / float(p))
+    else:
+        raise Unsupported(f"a norm of order {p!r} is not lowered (1, 2, inf, 'fro' or p > 0)")
+    return r if keepdim else dec.squeeze(r, dims, origin)
+
+
+def op_norm(dec, args, kwargs):
+    x = _tensor(args[0], "norm")
+    p = _arg(args, kwargs, 1, "p", kwargs.get("ord", "fro"))
+    dims = _dims(_arg(args, kwargs, 2, "dim"), _rank(dec, x))
+    return vector_norm(dec, x, p, dims, bool(_arg(args, kwargs, 3, "keepdim", False)))
+
+
+def op_normalize(dec, args, kwargs):
+    x = _tensor(args[0], "normalize")
+    p = _arg(args, kwargs, 1, "p", 2.0)
+    dims = _dims(_arg(args, kwargs, 2, "dim", 1), _rank(dec, x))
+    eps = _arg(args, kwargs, 3, "eps", 1e-12)
+    n = vector_norm(dec, x, p, dims, True, "normalize")
+    return dec.ew("div", x, dec.ew("maximum", n, eps, origin="normalize"), origin="normalize")
+
+
+def op_cumsum(dec, args, kwargs, fn: str = "cumsum"):
+    from kernelrag.draft.lower.decompose import _Flip
+
+    x = args[0]
+    reverse = isinstance(x, _Flip)
+    base = IrRef(x.value) if reverse else _tensor(x, fn)
+    (dim,) = _dims(_arg(args, kwargs, 1, "dim"), _rank(dec, base))
+    if reverse and x.dim != dim:
+        raise Unsupported("flip is lowered only around a scan along the same dim (a reverse cumsum)")
+    out = dec.g.add("scan", [base.id], dec.shape(base.id), "float", fn, fn=fn, dim=dim, reverse=reverse)
+    return _Flip(out, dim, scanned=True) if reverse else IrRef(out)
+
+
+def op_cumprod(dec, args, kwargs):
+    return op_cumsum(dec, args, kwargs, "cumprod")
+

@@ -1,0 +1,80 @@
+"""What the templates share: value frames, operand loads over a broadcast domain, launchers.
+
+Every operand is handed to a kernel as a pointer plus one stride per domain dim,
+taken from ``tensor.expand(domain).stride()`` in the launcher: a broadcast dim has
+stride 0, a permuted view its own strides, so no operand is ever copied to match
+the domain. Sizes are read from the tensors at run time; the traced shapes only
+plan the lowering.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.exprs import literal
+from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX, Graph, broadcast
+
+LANE, ROW, SQUEEZED = "lane", "row", "squeezed"
+
+
+def aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
+    return (1,) * (rank - len(shape)) + tuple(shape)
+
+
+def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
+    try:
+        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
+    except ValueError:
+        return False
+
+
+def shape_frame(shape: tuple[int, ...], domain: tuple[int, ...], reduced: tuple[int, ...]) -> str:
+    """LANE when the value varies along a reduced dim, ROW when it is constant across them."""
+    full = aligned(shape, len(domain))
+    return ROW if all(full[d] == 1 for d in reduced) else LANE
+
+
+def const_names(graph: Graph, ids) -> dict[int, str]:
+    return {i: literal(graph[i].args["value"]) for i in ids if graph[i].op == "const"}
+
+
+def load_expr(kind: str, pointer: str, mask: str | None) -> str:
+    masked = f", mask={mask}, other=0" if mask else ""
+    raw = f"tl.load({pointer}{masked})"
+    if kind == FLOAT:
+        return f"{raw}.to(tl.float32)"
+    if kind == BOOL:
+        return f"({raw} != 0)"
+    return raw
+
+
+def dtype_code(kind: str, float_ref: str) -> str:
+    return {INDEX: "torch.int64", BOOL: "torch.bool"}.get(kind, f"{float_ref}.dtype")
+
+
+def store_value(value: str, kind: str, pointer: str) -> str:
+    return f"{value}.to({pointer}.dtype.element_ty)" if kind != BOOL else f"{value}.to(tl.int1)"
+
+
+def arg_lines(args: list[tuple[str, str]]) -> str:
+    width = max(len(a) for a, _ in args) + 2
+    return "".join(f"    {(a + ','):<{width}}# {c}\n" for a, c in args)
+
+
+def launcher_head(name: str, params: list[str], doc: str) -> list[str]:
+    return [f"def {name}({', '.join(params)}):", f'    """{doc}"""']
+
+
+def float_ref(graph: Graph, loads: list[int], params: list[str]) -> str:
+    for nid, p in zip(loads, params):
+        if graph[nid].kind == FLOAT:
+            return p
+    return params[0] if params else "None"
+
+
+def domain_lines(params: list[str], rank: int, indent: str = "    ") -> list[str]:
+    shapes = ", ".join(f"{p}.shape" for p in params)
+    return [f"{indent}domain = torch.broadcast_shapes({shapes})",
+            f"{indent}if len(domain) != {rank}:",
+            f"{indent}    raise ValueError(f\"operands broadcast to {{tuple(domain)}}, expected rank {rank}\")"]
+
+
+def f32_const(value) -> str:
+    return literal(value)

@@ -1,0 +1,167 @@
+"""Row-wise template: reductions, norms, softmax, losses and scans, one row per program.
+
+A *row* is one position in the kept dims of the region's domain; its elements are
+the positions in the reduced dims (any dims, any strides: lane ``r`` is decomposed
+into per-dim indices, so a reduction over dim 0 of a (N, C, H, W) tensor, batch
+norm's statistics, needs no transpose). The kernel is the fused region:
+
+  prologue   elementwise ops on the operands, computed per lane before a reduction
+             (``(p - t) ** 2`` before MSE's mean, ``x * scale`` before softmax's max);
+  reductions sum/mean/max/min/prod/argmax/argmin over the row, masked lanes set to
+             the identity of the combine (0, -inf, +inf, 1);
+  epilogue   elementwise ops mixing row scalars and lanes (``(x - mu) * rstd * w + b``,
+             ``exp(x - m) / s``) and scans (``tl.cumsum`` / ``tl.cumprod``, reverse by
+             walking the row from its end), stored once.
+
+Two code paths, one constexpr: with ROW_IN_REGISTERS the row is one block, read once
+(``2 * numel * element_size`` bytes for a norm: the minimum); otherwise every
+reduction is a pass over the row in BLOCK_R chunks that recomputes its prologue from
+the operands (recompute over store: a re-read, usually from L2, costs less than
+writing and reading an intermediate), and a last pass writes the outputs; scans carry
+the running total across chunks. FLOPs are those of the chain per element; the
+kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
+
+Variants: ``registers`` (the row in registers when it fits MAX_FUSED elements, passes
+otherwise) and ``looped`` (passes always, BLOCK_R = 1024: a bounded register budget).
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.exprs import is_elementwise, node_expr
+from kernelrag.draft.lower.ir import INDEX, Graph, Node
+from kernelrag.draft.lower.protocol import Emitted, Region, register
+from kernelrag.draft.lower.templates import common as C
+
+MAX_FUSED = 8192
+_INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
+         "argmax": "float('-inf')", "argmin": "float('inf')"}
+_FINAL = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min", "prod": None}
+
+MUL_COMBINE = '''@triton.jit
+def _mul_combine(a, b):
+    # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
+    return a * b
+'''
+
+
+class RowwiseTemplate:
+    name = "rowwise"
+    family = "reduction"
+    variants = ("registers", "looped")
+
+    # ------------------------------------------------------------------ placement
+    def opens(self, graph: Graph, node: Node) -> bool:
+        return node.op in ("reduce", "scan")
+
+    def _frame(self, graph: Graph, region: Region, nid: int) -> str | None:
+        frames = region.state["frames"]
+        if nid in frames:
+            return frames[nid]
+        node = graph[nid]
+        if node.op == "const":
+            return None
+        if node.op == "iota":
+            return C.LANE if node.args["dim"] in region.reduced and node.shape == region.domain else "bad"
+        if not C.fits(node.shape, region.domain):
+            return "bad"
+        return C.shape_frame(node.shape, region.domain, region.reduced)
+
+    def absorbs(self, graph: Graph, region: Region, node: Node) -> bool:
+        if not region.nodes and "frames" not in region.state:
+            if node.op not in ("reduce", "scan"):
+                return False
+            region.domain = graph[node.inputs[0]].shape
+            region.reduced = tuple(node.args["dims"]) if node.op == "reduce" else (node.args["dim"],)
+            region.state.update(frames={}, reverse=False, scans=0, argreduce=False)
+        frame = self._place(graph, region, node)
+        if frame is None:
+            return False
+        region.state["frames"][node.id] = frame
+        return True
+
+    def _place(self, graph: Graph, region: Region, node: Node) -> str | None:
+        st, dom, red = region.state, region.domain, region.reduced
+        ins = [self._frame(graph, region, i) for i in node.inputs]
+        if "bad" in ins:
+            return None
+        if node.op == "iota":
+            frame = self._frame(graph, region, node.id)
+            return frame if frame == C.LANE else None
+        if is_elementwise(node):
+            seen = {f for f in ins if f is not None}
+            if C.SQUEEZED in seen:
+                return C.SQUEEZED if seen == {C.SQUEEZED} else None
+            if not C.fits(node.shape, dom):
+                return None
+            return C.LANE if C.LANE in seen else C.ROW
+        if node.op == "reduce":
+            if tuple(node.args["dims"]) != red or ins[0] != C.LANE or graph[node.inputs[0]].shape != dom:
+                return None
+            if node.args["fn"] in ("argmax", "argmin"):
+                if st["reverse"]:
+                    return None
+                st["argreduce"] = True
+            return C.ROW
+        if node.op == "squeeze_row":
+            return C.SQUEEZED if ins[0] == C.ROW and tuple(node.args["dims"]) == red else None
+        if node.op == "scan":
+            if (node.args["dim"],) != red or ins[0] != C.LANE or graph[node.inputs[0]].shape != dom:
+                return None
+            reverse = bool(node.args["reverse"])
+            if st["scans"] and st["reverse"] != reverse or (reverse and st["argreduce"]):
+                return None
+            st["scans"] += 1
+            st["reverse"] = reverse
+            return C.LANE
+        return None
+
+    def adopts(self, graph: Graph, region: Region, node: Node) -> bool:
+        if region.template.family != "elementwise" or node.op not in ("reduce", "scan"):
+            return False
+        if graph[node.inputs[0]].shape != region.domain:
+            return False
+        trial = Region(template=self)
+        if not self.absorbs(graph, trial, node):
+            return False
+        trial.state["frames"].pop(node.id)
+        trial.state.update(scans=0, argreduce=False, reverse=False)
+        for nid in region.nodes + [node.id]:
+            if not self.absorbs(graph, trial, graph[nid]):
+                return False
+        region.template, region.domain, region.reduced, region.state = self, trial.domain, trial.reduced, trial.state
+        return True
+
+    def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
+        if variant not in self.variants:
+            return f"rowwise has no variant {variant!r} ({', '.join(self.variants)})"
+        if variant == "looped" and self._scan_feeds_reduction(graph, region):
+            return "a scan feeds a reduction in the same row: only the row-in-registers path computes it"
+        return None
+
+    def _scan_feeds_reduction(self, graph: Graph, region: Region) -> bool:
+        inside = set(region.nodes)
+        for nid in region.nodes:
+            if graph[nid].op == "reduce" and any(graph[c].op == "scan" for c in _cone(graph, nid, inside)):
+                return True
+        return False
+
+    # ------------------------------------------------------------------ emission
+    def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+        from kernelrag.draft.lower.templates.rowwise_emit import emit_rowwise
+
+        return emit_rowwise(self, graph, region, variant, name)
+
+
+def _cone(graph: Graph, nid: int, inside: set[int]) -> list[int]:
+    """Region nodes ``nid``'s inputs depend on (not crossing a reduction), nearest first."""
+    out: list[int] = []
+    stack = list(graph[nid].inputs)
+    while stack:
+        i = stack.pop()
+        if i in inside and i not in out:
+            out.append(i)
+            if graph[i].op != "reduce":
+                stack.extend(graph[i].inputs)
+    return out
+
+
+ROWWISE = register(RowwiseTemplate(), priority=50)

@@ -1,0 +1,308 @@
+"""The row-wise template's kernel text and launcher (the placement is in ``rowwise``)."""
+from __future__ import annotations
+
+from kernelrag.draft.lower.exprs import is_elementwise, node_expr
+from kernelrag.draft.lower.ir import FLOAT, INDEX, Graph
+from kernelrag.draft.lower.protocol import Emitted, Region
+from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise import _INIT, MAX_FUSED, MUL_COMBINE, _cone
+
+
+class _Writer:
+    def __init__(self, t, graph: Graph, region: Region, variant: str):
+        self.t, self.g, self.r, self.variant = t, graph, region, variant
+        self.frames = region.state["frames"]
+        self.rank = len(region.domain)
+        self.red = region.reduced
+        self.kept = [d for d in range(self.rank) if d not in self.red]
+        self.loads = region.loads
+        self.load_frame = {i: t._frame(graph, region, i) for i in self.loads}
+        self.outs = region.outputs
+        self.inside = set(region.nodes)
+        self.uses_prod = any(graph[n].args.get("fn") == "prod" for n in region.nodes)
+
+    def frame(self, nid: int) -> str | None:
+        return self.frames.get(nid) or self.load_frame.get(nid)
+
+    def names(self) -> dict[int, str]:
+        return C.const_names(self.g, [i for n in self.r.nodes for i in self.g[n].inputs])
+
+    # ------------------------------------------------------------------ kernel pieces
+    def chunk(self, start: str, ind: str) -> list[str]:
+        lines = [f"{ind}r = {start} + lanes", f"{ind}rmask = r < n_red"]
+        if self.r.state["reverse"]:
+            lines.append(f"{ind}r = n_red - 1 - r          # a reverse scan walks the row from its end")
+        if len(self.red) == 1:
+            lines.append(f"{ind}i{self.red[0]} = r")
+        else:
+            lines.append(f"{ind}rest = r")
+            for d in reversed(self.red):
+                lines += [f"{ind}i{d} = rest % n{d}", f"{ind}rest = rest // n{d}"]
+        for k, nid in enumerate(self.loads):
+            if self.load_frame[nid] == C.LANE:
+                lines.append(f"{ind}in{k}_lane = " + " + ".join(f"i{d} * in{k}_s{d}" for d in self.red))
+        for k, nid in enumerate(self.outs):
+            if self.frames[nid] == C.LANE:
+                lines.append(f"{ind}out{k}_lane = " + " + ".join(f"i{d} * out{k}_s{d}" for d in self.red))
+        return lines
+
+    def node_line(self, nid: int, names: dict[int, str], ind: str, looped: bool, carries: dict) -> list[str]:
+        node = self.g[nid]
+        var = f"v{nid}"
+        if nid in self.loads:
+            k = self.loads.index(nid)
+            names[nid] = var
+            return [f"{ind}{var} = " + C.load_expr(node.kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask")]
+        if node.op == "iota":
+            names[nid] = f"i{node.args['dim']}"
+            return []
+        if node.op == "squeeze_row":
+            names[nid] = names[node.inputs[0]]
+            return []
+        x = names.get(node.inputs[0]) if node.inputs else None
+        names[nid] = var
+        if is_elementwise(node):
+            return [f"{ind}{var} = {node_expr(self.g, node, names)}"]
+        if node.op == "scan":
+            fn = node.args["fn"]
+            masked = f"tl.where(rmask, {x}, {'0.0' if fn == 'cumsum' else '1.0'})"
+            scan = f"tl.cumsum({masked}, axis=0)" if fn == "cumsum" else \
+                f"tl.associative_scan({masked}, 0, _mul_combine)"
+            if not looped:
+                return [f"{ind}{var} = {scan}"]
+            carry = carries[nid]
+            if fn == "cumsum":
+                return [f"{ind}{var} = {scan} + {carry}", f"{ind}{carry} += tl.sum({masked}, axis=0)"]
+            return [f"{ind}{var} = {scan} * {carry}", f"{ind}{carry} *= tl.reduce({masked}, 0, _mul_combine)"]
+        if node.op == "reduce":
+            return [f"{ind}{var} = {self.reduce_expr(node, x)}"]
+        raise ValueError(f"rowwise cannot emit {node.label()}")
+
+    def scale(self, node) -> str:
+        if node.args.get("denom") is not None:
+            return f" / den{self.r.nodes.index(node.id)}"
+        return " / n_red" if node.args["fn"] == "mean" else ""
+
+    def reduce_expr(self, node, x: str) -> str:
+        fn = node.args["fn"]
+        masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
+        if fn in ("sum", "mean"):
+            return f"tl.sum({masked}, axis=0){self.scale(node)}"
+        if fn in ("max", "min"):
+            return f"tl.{fn}({masked}, axis=0)"
+        if fn == "prod":
+            return f"tl.reduce({masked}, 0, _mul_combine)"
+        return f"tl.{fn}({masked}, axis=0).to(tl.int64)"
+
+    def stores(self, names: dict[int, str], ind: str, frames: set[str]) -> list[str]:
+        lines = []
+        for k, nid in enumerate(self.outs):
+            fr = self.frames[nid]
+            if fr not in frames:
+                continue
+            val = C.store_value(names[nid], self.g[nid].kind, f"out{k}_ptr")
+            if fr == C.LANE:
+                lines.append(f"{ind}tl.store(out{k}_ptr + out{k}_row + out{k}_lane, {val}, mask=rmask)")
+            else:
+                lines.append(f"{ind}tl.store(out{k}_ptr + out{k}_row, {val})")
+        return lines
+
+    def row_loads(self, names: dict[int, str], ind: str) -> list[str]:
+        lines = []
+        for k, nid in enumerate(self.loads):
+            if self.load_frame[nid] != C.LANE:
+                names[nid] = f"v{nid}"
+                lines.append(f"{ind}v{nid} = " + C.load_expr(self.g[nid].kind, f"in{k}_ptr + in{k}_row", None))
+        return lines
+
+    def registers_path(self, ind: str) -> list[str]:
+        names = self.names()
+        lines = self.row_loads(names, ind) + self.chunk("0", ind)
+        for nid in self.loads:
+            if self.load_frame[nid] == C.LANE:
+                lines += self.node_line(nid, names, ind, False, {})
+        for nid in self.r.nodes:
+            lines += self.node_line(nid, names, ind, False, {})
+        return lines + self.stores(names, ind, {C.LANE, C.ROW, C.SQUEEZED})
+
+    def looped_path(self, ind: str) -> list[str]:
+        names = self.names()
+        lines = self.row_loads(names, ind)
+        done = set(names)
+        row_ready = [n for n in self.r.nodes if self.frames[n] != C.LANE and self.g[n].op != "reduce"]
+
+        def cone_lines(targets: list[int], inner: str, carries: dict) -> list[str]:
+            need: list[int] = []
+            for t in targets:
+                for c in reversed(_cone(self.g, t, self.inside | set(self.loads))):
+                    if c not in need and c not in done:
+                        need.append(c)
+                if t not in need and t not in done and self.frame(t) == C.LANE:
+                    need.append(t)
+            need.sort()
+            out = []
+            local = dict(names)
+            for nid in need:
+                if self.frame(nid) == C.LANE or nid in self.loads:
+                    out += self.node_line(nid, local, inner, True, carries)
+            names.update({k: v for k, v in local.items() if self.frame(k) != C.LANE})
+            self._local = local
+            return out
+
+        for j, nid in enumerate(self.r.nodes):
+            node = self.g[nid]
+            if node.op != "reduce":
+                continue
+            fn, acc = node.args["fn"], f"acc{j}"
+            lines.append(f"{ind}# pass {j}: {fn} over the row, its prologue recomputed per chunk")
+            if fn in ("argmax", "argmin"):
+                lines += [f"{ind}{acc} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)",
+                          f"{ind}{acc}_i = tl.zeros([BLOCK_R], tl.int64)"]
+            else:
+                lines.append(f"{ind}{acc} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)")
+            lines.append(f"{ind}for start in range(0, n_red, BLOCK_R):")
+            inner = ind + "    "
+            lines += self.chunk("start", inner)
+            lines += cone_lines([node.inputs[0]], inner, {})
+            x = self._local[node.inputs[0]] if node.inputs[0] in self._local else names[node.inputs[0]]
+            masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
+            if fn in ("sum", "mean"):
+                lines.append(f"{inner}{acc} += {masked}")
+            elif fn in ("max", "min"):
+                lines.append(f"{inner}{acc} = tl.{'maximum' if fn == 'max' else 'minimum'}({acc}, {masked})")
+            elif fn == "prod":
+                lines.append(f"{inner}{acc} *= {masked}")
+            else:
+                cmp = ">" if fn == "argmax" else "<"
+                lines += [f"{inner}better = {masked} {cmp} {acc}",
+                          f"{inner}{acc}_i = tl.where(better, r.to(tl.int64), {acc}_i)",
+                          f"{inner}{acc} = tl.where(better, {masked}, {acc})"]
+            var = f"v{nid}"
+            if fn in ("sum", "mean", "max", "min"):
+                final = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}[fn]
+                lines.append(f"{ind}{var} = {final}({acc}, axis=0){self.scale(node)}")
+            elif fn == "prod":
+                lines.append(f"{ind}{var} = tl.reduce({acc}, 0, _mul_combine)")
+            else:
+                best = "tl.max" if fn == "argmax" else "tl.min"
+                lines += [f"{ind}best = {best}({acc}, axis=0)",
+                          f"{ind}{var} = tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0)"]
+            names[nid] = var
+            done.add(nid)
+            for rn in row_ready:                   # row scalars now computable
+                if rn not in done and all(i in names for i in self.g[rn].inputs):
+                    lines += self.node_line(rn, names, ind, False, {})
+                    done.add(rn)
+        lane_outs = [n for n in self.outs if self.frames[n] == C.LANE]
+        if lane_outs:
+            carries = {n: f"carry{n}" for n in self.r.nodes if self.g[n].op == "scan"}
+            lines.append(f"{ind}# last pass: the outputs")
+            for n, c in carries.items():
+                lines.append(f"{ind}{c} = {'0.0' if self.g[n].args['fn'] == 'cumsum' else '1.0'}")
+            lines.append(f"{ind}for start in range(0, n_red, BLOCK_R):")
+            inner = ind + "    "
+            lines += self.chunk("start", inner) + cone_lines(lane_outs, inner, carries)
+            lines += self.stores(self._local, inner, {C.LANE})
+        return lines + self.stores(names, ind, {C.ROW, C.SQUEEZED})
+
+
+def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+    w = _Writer(t, graph, region, variant)
+    looped_ok = t.unavailable(graph, region, "looped") is None
+    args: list[tuple[str, str]] = []
+    for k, nid in enumerate(w.loads):
+        args.append((f"in{k}_ptr", f"operand {k} ({graph[nid].origin or graph[nid].op}), {w.load_frame[nid]}-level"))
+    for k, nid in enumerate(w.outs):
+        args.append((f"out{k}_ptr", f"output {k}, {w.frames[nid]}-level"))
+    args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
+    for k in range(len(w.loads)):
+        args.append((", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)"))
+    for k in range(len(w.outs)):
+        args.append((", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides"))
+    args.append(("n_red", "elements per row (product of the reduced sizes)"))
+    dens = [j for j, n in enumerate(region.nodes) if graph[n].op == "reduce" and graph[n].args.get("denom")]
+    args += [(f"den{j}", "divisor of a batch-mean (the batch size)") for j in dens]
+    args += [("BLOCK_R: tl.constexpr", "lanes per chunk; >= n_red when ROW_IN_REGISTERS"),
+             ("ROW_IN_REGISTERS: tl.constexpr", "True: the whole row is one block, read once")]
+    kname = f"{name}_kernel"
+    body = ["    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31"]
+    if w.kept:
+        body.append("    rest = row")
+        for d in reversed(w.kept):
+            body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
+    for k, nid in enumerate(w.loads):
+        body.append(f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0"))
+    for k, nid in enumerate(w.outs):
+        body.append(f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0"))
+    body.append("    lanes = tl.arange(0, BLOCK_R)")
+    if looped_ok:
+        body.append("    if ROW_IN_REGISTERS:")
+        body += w.registers_path("        ")
+        body.append("    else:")
+        body += w.looped_path("        ")
+    else:
+        body += w.registers_path("    ")
+    kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
+    kernels = ([MUL_COMBINE] if w.uses_prod else []) + [kernel]
+    return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens),
+                   launcher_name=name, transformations=_transformations(variant, graph, region),
+                   doc=_doc(graph, region, variant))
+
+
+def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, looped_ok: bool,
+              dens: list[int]) -> str:
+    g = w.g
+    params = [f"a{k}" for k in range(len(w.loads))]
+    ref = C.float_ref(g, w.loads, params)
+    lines = C.launcher_head(name, params, f"{region.describe(g)}; one program per row of the kept dims.")
+    lines += C.domain_lines(params, w.rank)
+    kept = " * ".join(f"domain[{d}]" for d in w.kept) or "1"
+    lines += [f"    n_rows = {kept}", "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red)]
+    keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
+    sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
+    outs, strides = [], []
+    for k, nid in enumerate(w.outs):
+        fr = w.frames[nid]
+        shape = "domain" if fr == C.LANE else keep_shape if fr == C.ROW else sq_shape
+        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={params[0]}.device)")
+        strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
+        outs.append(f"out{k}")
+    if variant == "looped" and looped_ok:
+        lines += ["    fits = False", "    block_r = min(1024, triton.next_power_of_2(n_red))"]
+    else:
+        limit = MAX_FUSED if looped_ok else 65536
+        lines += [f"    fits = n_red <= {limit}"]
+        if not looped_ok:
+            lines += ["    if not fits:",
+                      f"        raise ValueError(f\"rows of {{n_red}} elements exceed {limit}; this kernel keeps the row in registers\")"]
+        lines += ["    block_r = triton.next_power_of_2(n_red) if fits else 1024"]
+    lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else 4"]
+    for j in dens:
+        dims = g[region.nodes[j]].args["denom"]
+        lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
+    call = ", ".join(params + outs + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in params] + strides
+                     + ["n_red"] + [f"den{j}" for j in dens])
+    lines += ["    if n_rows > 0 and n_red > 0:",
+              f"        {kname}[(n_rows,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",
+              f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
+    return "\n".join(lines) + "\n"
+
+
+def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
+    ops = {graph[n].op for n in region.nodes}
+    out = ["one_row_per_program", "fp32_accumulation", "tree_reduction"]
+    if "scan" in ops:
+        out.append("block_scan")
+    if any(is_elementwise(graph[n]) for n in region.nodes):
+        out.append("elementwise_fusion")
+    out.append("row_in_registers" if variant == "registers" else "recompute_over_store")
+    return out
+
+
+def _doc(graph: Graph, region: Region, variant: str) -> str:
+    lanes = sum(1 for n in region.loads if graph[n].shape == region.domain)
+    outs_full = sum(1 for n in region.outputs if region.state["frames"][n] == C.LANE)
+    return (f"{region.describe(graph)}: one program per row, reducing dims {list(region.reduced)} of a "
+            f"rank-{len(region.domain)} domain ({variant}). Row in registers: {lanes} full-size read(s) and "
+            f"{outs_full} full-size write(s) per element, the minimum; a longer row re-reads its operands once "
+            f"per reduction pass instead of storing intermediates.")
