@@ -15,7 +15,7 @@ from kernelrag.draft.codegen import CodegenError, _function_name
 from kernelrag.draft.lower.decompose import Decomposer, IrRef, Unsupported
 from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX, Graph
 from kernelrag.patterns.canon import normalise_name
-from kernelrag.patterns.trace import _build, _meta_device
+from kernelrag.patterns.trace import _meta_device
 
 
 def kind_of_dtype(dtype: Any) -> str:
@@ -40,10 +40,9 @@ def build_graph(module: Any) -> tuple[Graph, Any]:
     import torch.fx
     from torch.fx.passes.shape_prop import ShapeProp
 
-    model, inputs, note = _build(module)
-    model.train(model.training)
-    if inputs is None:
-        raise Unsupported(note or "get_inputs() failed on the meta device")
+    with _meta_device():           # as patterns.trace builds it, but in the mode the task leaves it in
+        model = module.Model(*module.get_init_inputs())
+        inputs = list(module.get_inputs())
     try:
         gm = torch.fx.symbolic_trace(model)
     except Exception as exc:     # data-dependent control flow and friends

@@ -129,6 +129,9 @@ class Decomposer:
     def function(self, name: str, args: list, kwargs: dict, shape: tuple[int, ...]) -> Any:
         from kernelrag.draft.lower import decompose_norms, decompose_ops
 
+        if name not in ("flip", "cumsum", "cumprod") and any(isinstance(a, _Flip) for a in args):
+            raise Unsupported(f"flip is lowered only around a scan along the same dim (a reverse cumsum), "
+                              f"not into {name}")
         if name in _IDENTITY:
             return args[0]
         if name in ("flip",):

@@ -27,6 +27,8 @@ def elementwise(dec, name: str, args: list, kwargs: dict) -> IrRef:
     if name in ("add", "sub") and kwargs.get("alpha") not in (None, 1):
         args = [args[0], dec.ew("mul", args[1], kwargs.pop("alpha"))]
     tensors = [a for a in args if isinstance(a, (IrRef, bool, int, float))]
+    if len(tensors) != len([a for a in args if a is not None and not isinstance(a, str)]):
+        raise Unsupported(f"{name}: an argument of {args!r} is neither a tensor nor a number")
     scalars = {k: v for k, v in kwargs.items() if not isinstance(v, IrRef)}
     if name in ("clamp", "clamp_min", "clamp_max", "clip"):
         lo = kwargs.get("min", args[1] if len(args) > 1 and name != "clamp_max" else None)

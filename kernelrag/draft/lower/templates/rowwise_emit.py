@@ -19,7 +19,7 @@ class _Writer:
         self.load_frame = {i: t._frame(graph, region, i) for i in self.loads}
         self.outs = region.outputs
         self.inside = set(region.nodes)
-        self.uses_prod = any(graph[n].args.get("fn") == "prod" for n in region.nodes)
+        self.uses_prod = any(graph[n].args.get("fn") in ("prod", "cumprod") for n in region.nodes)
 
     def frame(self, nid: int) -> str | None:
         return self.frames.get(nid) or self.load_frame.get(nid)
@@ -65,7 +65,8 @@ class _Writer:
             return [f"{ind}{var} = {node_expr(self.g, node, names)}"]
         if node.op == "scan":
             fn = node.args["fn"]
-            masked = f"tl.where(rmask, {x}, {'0.0' if fn == 'cumsum' else '1.0'})"
+            masked = f"tl.where(rmask, {x}, 0.0)" if fn == "cumsum" else \
+                f"tl.where(rmask, {x}, 1.0).to(tl.float64)"   # a tree of partial products overflows fp32 early
             scan = f"tl.cumsum({masked}, axis=0)" if fn == "cumsum" else \
                 f"tl.associative_scan({masked}, 0, _mul_combine)"
             if not looped:
@@ -198,7 +199,8 @@ class _Writer:
             carries = {n: f"carry{n}" for n in self.r.nodes if self.g[n].op == "scan"}
             lines.append(f"{ind}# last pass: the outputs")
             for n, c in carries.items():
-                lines.append(f"{ind}{c} = {'0.0' if self.g[n].args['fn'] == 'cumsum' else '1.0'}")
+                lines.append(f"{ind}{c} = " + ("tl.zeros((), tl.float32)" if self.g[n].args["fn"] == "cumsum"
+                                               else "tl.full((), 1.0, tl.float64)"))
             lines.append(f"{ind}for start in range(0, n_red, BLOCK_R):")
             inner = ind + "    "
             lines += self.chunk("start", inner) + cone_lines(lane_outs, inner, carries)
