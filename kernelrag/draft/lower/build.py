@@ -12,19 +12,11 @@ import operator
 from typing import Any
 
 from kernelrag.draft.codegen import CodegenError, _function_name
-from kernelrag.draft.lower.decompose import Decomposer, IrRef, Unsupported
-from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX, Graph
+from kernelrag.draft.lower.decompose import Decomposer
+from kernelrag.draft.lower.values import IrRef, Unsupported, kind_of_dtype
+from kernelrag.draft.lower.ir import Graph
 from kernelrag.patterns.canon import normalise_name
 from kernelrag.patterns.trace import _meta_device
-
-
-def kind_of_dtype(dtype: Any) -> str:
-    text = str(dtype)
-    if text == "torch.bool":
-        return BOOL
-    if text.startswith(("torch.int", "torch.uint", "torch.long")):
-        return INDEX
-    return FLOAT
 
 
 def _shape(node: Any) -> tuple[int, ...]:

@@ -10,19 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelrag.draft.lower import decompose_modules, decompose_norms, decompose_ops
 from kernelrag.draft.lower.exprs import ELEMENTWISE, kind_of
 from kernelrag.draft.lower.ir import FLOAT, INDEX, Graph, broadcast
-
-
-class Unsupported(Exception):
-    """The task uses something no template can place (the message names it)."""
-
-
-class _Flip:
-    """A flip along one dim, pending: lowered only as the direction of a scan along that dim."""
-
-    def __init__(self, value: int, dim: int, scanned: bool = False):
-        self.value, self.dim, self.scanned = value, dim, scanned
+from kernelrag.draft.lower.values import IrRef, Unsupported, _Flip, _arg, _dims, kind_of_dtype  # noqa: F401
 
 
 _REDUCE = {"sum": "sum", "mean": "mean", "amax": "max", "amin": "min", "prod": "prod",
@@ -31,20 +22,6 @@ _LAYOUT_METHODS = {"view", "reshape", "permute", "transpose", "unsqueeze", "sque
                    "t", "movedim", "swapaxes", "expand_as", "view_as", "reshape_as"}
 _IDENTITY = {"contiguous", "clone", "detach", "float", "to", "type_as", "dropout", "identity", "alpha_dropout",
              "feature_dropout"}
-
-
-def _dims(dim: Any, rank: int) -> tuple[int, ...]:
-    if dim is None or dim == [] or dim == ():
-        return tuple(range(rank))
-    if isinstance(dim, (list, tuple)):
-        return tuple(sorted({int(d) % max(rank, 1) for d in dim}))
-    return (int(dim) % max(rank, 1),)
-
-
-def _arg(args: list, kwargs: dict, pos: int, key: str, default: Any = None) -> Any:
-    if key in kwargs:
-        return kwargs[key]
-    return args[pos] if len(args) > pos else default
 
 
 class Decomposer:
@@ -98,8 +75,6 @@ class Decomposer:
                 tensor = dict(self.model.named_buffers()).get(path)
             if tensor is None:
                 raise Unsupported(f"the model reads attribute {path!r}, which is neither a parameter nor a buffer")
-            from kernelrag.draft.lower.build import kind_of_dtype
-
             self.params[path] = self.g.add("param", [], tuple(tensor.shape), kind_of_dtype(tensor.dtype), "param",
                                            path=path)
         return IrRef(self.params[path])
@@ -115,8 +90,6 @@ class Decomposer:
 
     def module(self, mod: Any, path: str, args: tuple, kwargs: dict, shape: tuple[int, ...]) -> Any:
         from kernelrag.draft.codegen import CodegenError, _module_op
-        from kernelrag.draft.lower import decompose_modules
-
         handler = getattr(decompose_modules, type(mod).__name__, None)
         if handler is not None:
             return handler(self, mod, path, list(args), dict(kwargs))
@@ -127,8 +100,6 @@ class Decomposer:
         return self.function(name, list(args), kw, shape)
 
     def function(self, name: str, args: list, kwargs: dict, shape: tuple[int, ...]) -> Any:
-        from kernelrag.draft.lower import decompose_norms, decompose_ops
-
         if name not in ("flip", "cumsum", "cumprod") and any(isinstance(a, _Flip) for a in args):
             raise Unsupported(f"flip is lowered only around a scan along the same dim (a reverse cumsum), "
                               f"not into {name}")
@@ -154,15 +125,3 @@ class Decomposer:
         if name in ELEMENTWISE:
             return decompose_ops.elementwise(self, name, args, kwargs)
         raise Unsupported(f"op {name!r} has no template that places it")
-
-
-class IrRef:
-    """A handle on an IR node id (so that ints in fx arguments stay numbers)."""
-
-    __slots__ = ("id",)
-
-    def __init__(self, nid: int):
-        self.id = nid
-
-    def __repr__(self) -> str:
-        return f"%{self.id}"

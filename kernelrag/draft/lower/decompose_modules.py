@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from kernelrag.draft.lower import decompose_norms as N
 from kernelrag.draft.lower import decompose_ops as O
-from kernelrag.draft.lower.decompose import Unsupported
+from kernelrag.draft.lower.values import Unsupported
 
 
 def _p(dec, path: str, mod, name: str):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.draft.lower.decompose import IrRef, Unsupported, _arg
+from kernelrag.draft.lower.values import IrRef, Unsupported, _arg
 from kernelrag.draft.lower.decompose_ops import _tensor, vector_norm
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.draft.lower.decompose import IrRef, Unsupported, _arg, _dims
+from kernelrag.draft.lower.values import IrRef, Unsupported, _arg, _dims, _Flip
 
 _ALL = None
 
@@ -184,7 +184,7 @@ def op_normalize(dec, args, kwargs):
 
 
 def op_cumsum(dec, args, kwargs, fn: str = "cumsum"):
-    from kernelrag.draft.lower.decompose import _Flip
+    from kernelrag.draft.lower.values import _Flip
 
     x = args[0]
     reverse = isinstance(x, _Flip)

@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import ast
 
-from kernelrag.draft.lower.decompose import Unsupported
+from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.partition import ViewStep
-from kernelrag.draft.lower.protocol import Emitted, Region
+from kernelrag.draft.lower.protocol import Emitted
 
 
 def model_init_source(task_source: str) -> tuple[str, list[str]]:

@@ -3,9 +3,9 @@ from __future__ import annotations
 
 from kernelrag.task import load_task
 from kernelrag.draft.lower.build import build_graph
-from kernelrag.draft.lower.decompose import Unsupported
+from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.emit import render
-from kernelrag.draft.lower.partition import ViewStep, partition
+from kernelrag.draft.lower.partition import partition
 from kernelrag.draft.lower.protocol import Region
 from kernelrag.types import DraftResult
 

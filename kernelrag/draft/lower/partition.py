@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.decompose import Unsupported
+from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.ir import Graph
-from kernelrag.draft.lower.protocol import Region, templates
+from kernelrag.draft.lower.families import templates
+from kernelrag.draft.lower.protocol import Region
 
 
 @dataclass

@@ -11,10 +11,11 @@ next one. Values that cross a region boundary are materialised in HBM; layout no
 
 Adding a family (GEMM, convolution, pooling...): write a class with the methods of
 ``Template`` in ``templates/<family>.py`` and call ``register(MyTemplate(), priority)``
-at the end of that module; list the module in ``templates/__init__.py``. ``opens``
+at the end of that module; add the module to the import list of ``families``. ``opens``
 claims the anchor op (``matmul``), ``absorbs`` accepts the epilogue nodes the tile can
 hold (elementwise ops on the output frame: ``exprs.node_expr`` turns any of them into a
-``tl`` expression, ``index.operand_load`` loads a broadcast operand), ``emit`` returns
+``tl`` expression; ``templates.common`` gives the frames, broadcast operand loads and
+launcher pieces the built-in families use), ``emit`` returns
 the kernel text and the launcher. A launcher takes the region's ``loads`` (tensors, in
 order) and returns the tuple of its ``outputs``.
 """
@@ -82,15 +83,6 @@ def register(template: Template, priority: int) -> Template:
     return template
 
 
-def templates() -> list[Template]:
-    from kernelrag.draft.lower import templates as _families   # registers the built-in families
-
-    del _families
+def registered() -> list[Template]:
+    """The templates registered so far, in priority order (``families.templates()`` loads them all)."""
     return [t for _, t in _REGISTRY]
-
-
-def template_named(name: str) -> Template:
-    for t in templates():
-        if t.name == name:
-            return t
-    raise KeyError(f"no template {name!r}; registered: {', '.join(t.name for t in templates())}")

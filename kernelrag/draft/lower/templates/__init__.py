@@ -1,8 +1,7 @@
-"""The template families. Importing this package registers every built-in template.
+"""The template families. ``kernelrag.draft.lower.families`` imports (and so registers) them.
 
 Each module holds one family's kernel text, written to teach (technique, byte and
 FLOP counts, why the fusion points are where they are), and registers its template
 with ``kernelrag.draft.lower.protocol.register``. A new family adds its module to
-the import list below.
+the import list of ``kernelrag.draft.lower.families``.
 """
-from kernelrag.draft.lower.templates import elementwise, rowwise  # noqa: E402,F401  (registers them)

@@ -26,22 +26,11 @@ otherwise) and ``looped`` (passes always, BLOCK_R = 1024: a bounded register bud
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.exprs import is_elementwise, node_expr
-from kernelrag.draft.lower.ir import INDEX, Graph, Node
+from kernelrag.draft.lower.exprs import is_elementwise
+from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
-
-MAX_FUSED = 8192
-_INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
-         "argmax": "float('-inf')", "argmin": "float('inf')"}
-_FINAL = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min", "prod": None}
-
-MUL_COMBINE = '''@triton.jit
-def _mul_combine(a, b):
-    # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
-    return a * b
-'''
-
+from kernelrag.draft.lower.templates.rowwise_emit import _cone, emit_rowwise
 
 class RowwiseTemplate:
     name = "rowwise"
@@ -146,22 +135,7 @@ class RowwiseTemplate:
 
     # ------------------------------------------------------------------ emission
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
-        from kernelrag.draft.lower.templates.rowwise_emit import emit_rowwise
-
         return emit_rowwise(self, graph, region, variant, name)
-
-
-def _cone(graph: Graph, nid: int, inside: set[int]) -> list[int]:
-    """Region nodes ``nid``'s inputs depend on (not crossing a reduction), nearest first."""
-    out: list[int] = []
-    stack = list(graph[nid].inputs)
-    while stack:
-        i = stack.pop()
-        if i in inside and i not in out:
-            out.append(i)
-            if graph[i].op != "reduce":
-                stack.extend(graph[i].inputs)
-    return out
 
 
 ROWWISE = register(RowwiseTemplate(), priority=50)

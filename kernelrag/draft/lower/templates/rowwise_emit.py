@@ -2,10 +2,32 @@
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
-from kernelrag.draft.lower.ir import FLOAT, INDEX, Graph
+from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise import _INIT, MAX_FUSED, MUL_COMBINE, _cone
+
+MAX_FUSED = 8192
+_INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
+         "argmax": "float('-inf')", "argmin": "float('inf')"}
+
+MUL_COMBINE = '''@triton.jit
+def _mul_combine(a, b):
+    # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
+    return a * b
+'''
+
+
+def _cone(graph: Graph, nid: int, inside: set[int]) -> list[int]:
+    """Region nodes ``nid``'s inputs depend on (not crossing a reduction), nearest first."""
+    out: list[int] = []
+    stack = list(graph[nid].inputs)
+    while stack:
+        i = stack.pop()
+        if i in inside and i not in out:
+            out.append(i)
+            if graph[i].op != "reduce":
+                stack.extend(graph[i].inputs)
+    return out
 
 
 class _Writer:

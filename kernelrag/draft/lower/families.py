@@ -1,0 +1,20 @@
+"""The template families in use: importing a family's module registers its template.
+
+A new family (GEMM, convolution, pooling) adds its module to the import below.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.protocol import Template, registered
+from kernelrag.draft.lower.templates import elementwise, rowwise  # noqa: F401  (each registers itself)
+
+
+def templates() -> list[Template]:
+    """Every registered template, lowest priority number first."""
+    return registered()
+
+
+def template_named(name: str) -> Template:
+    for t in templates():
+        if t.name == name:
+            return t
+    raise KeyError(f"no template {name!r}; registered: {', '.join(t.name for t in templates())}")
