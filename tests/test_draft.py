@@ -141,14 +141,18 @@ def test_elementwise_chain_without_a_skill_is_generated_then_exhausted(library):
     drafter = OfflineDrafter(library)
     first = drafter.draft(src, pattern)
     assert first.ok and first.method == "codegen", first.reason
-    # after codegen, only similar skills (same category, similarity >= 0.5) may follow; then nothing
+    # after codegen, the composed (lowered) drafts, then only similar skills (same category,
+    # similarity >= 0.5) may follow; then nothing
     tried = {"codegen"}
+    methods = []
     for _ in range(10):
         nxt = drafter.draft(src, pattern, exclude=tried)
         if not nxt.ok:
             break
-        assert nxt.method == "skill"
-        tried.add(nxt.skill)
+        methods.append(nxt.method)
+        assert nxt.method == "skill" or nxt.method.startswith("lowering:")
+        tried.add(nxt.skill or nxt.method)
+    assert methods[0] == "lowering:block1024", methods
     assert not nxt.ok and "relu>mul>add" in nxt.reason and "already tried" in nxt.reason
 
 
