@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from kernelrag.config import REPO_ROOT
-from kernelrag.draft.codegen import load_task
+from kernelrag.task import load_task
 from kernelrag.draft.lower.lowering import lower, plan_task, variant_choices
 from kernelrag.draft.lower.protocol import Region
 from kernelrag.draft.lower.rank import lower_order
