@@ -166,3 +166,15 @@ def test_suite_tasks_pass_the_verifier(name):
     assert d.ok, d.reason
     verdict = verify.verify_source(src, d.source, device="cpu")
     assert verdict.ok, verdict.feedback()
+
+
+def test_few_long_rows_default_to_the_two_stage_split():
+    src = task("torch.mean((x - y) ** 2)", args="x, y", inputs="torch.randn(batch_size, dim), torch.randn(batch_size, dim)",
+               dims="batch_size = 4\ndim = 20000")
+    combos = variant_choices(src)
+    assert combos[0] == ("split",) and ("registers",) in combos
+    d = lower(src, "mse", combos[0])
+    assert d.ok and "two_pass_reduction" in d.transformations, d.reason
+    assert "_partial_kernel" in d.source
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out)

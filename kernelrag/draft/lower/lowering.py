@@ -20,14 +20,19 @@ def plan_task(task_source: str):
     return graph, partition(graph)
 
 
+def _default(graph, region: Region) -> str:
+    pick = getattr(region.template, "default_variant", None)
+    return pick(graph, region) if pick else region.template.variants[0]
+
+
 def variant_choices(task_source: str) -> list[tuple[str, ...]]:
     """Every combination worth trying: one variant per region, the default first."""
     graph, steps = plan_task(task_source)
     regions = [s for s in steps if isinstance(s, Region)]
-    combos = [tuple(r.template.variants[0] for r in regions)]
+    combos = [tuple(_default(graph, r) for r in regions)]
     for k, r in enumerate(regions):
-        for v in r.template.variants[1:]:
-            if r.template.unavailable(graph, r, v) is None:
+        for v in r.template.variants:
+            if v != combos[0][k] and r.template.unavailable(graph, r, v) is None:
                 combo = list(combos[0])
                 combo[k] = v
                 combos.append(tuple(combo))
@@ -41,7 +46,7 @@ def lower(task_source: str, pattern: str = "", variants: tuple[str, ...] | None 
         regions = [s for s in steps if isinstance(s, Region)]
         if not regions:
             raise Unsupported("the task computes nothing a kernel could do (layout ops only)")
-        chosen = list(variants) if variants else [r.template.variants[0] for r in regions]
+        chosen = list(variants) if variants else [_default(graph, r) for r in regions]
         if len(chosen) != len(regions):
             raise Unsupported(f"{len(chosen)} variants given for {len(regions)} regions")
         emitted = []

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_over_store",
+                          "split": "two_pass_reduction",
                           "block1024": "elementwise_fusion"}
 
 

@@ -22,7 +22,9 @@ the running total across chunks. FLOPs are those of the chain per element; the
 kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
 
 Variants: ``registers`` (the row in registers when it fits MAX_FUSED elements, passes
-otherwise) and ``looped`` (passes always, BLOCK_R = 1024: a bounded register budget).
+otherwise), ``looped`` (passes always, BLOCK_R = 1024: a bounded register budget) and
+``split`` (few long rows: two stages, see ``rowwise_split``; the default when rows are
+fewer than 128 and longer than 64K elements at the traced size).
 """
 from __future__ import annotations
 
@@ -35,7 +37,7 @@ from kernelrag.draft.lower.templates.rowwise_emit import _cone, emit_rowwise
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped")
+    variants = ("registers", "looped", "split")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -124,7 +126,19 @@ class RowwiseTemplate:
             return f"rowwise has no variant {variant!r} ({', '.join(self.variants)})"
         if variant == "looped" and self._scan_feeds_reduction(graph, region):
             return "a scan feeds a reduction in the same row: only the row-in-registers path computes it"
+        if variant == "split":
+            from kernelrag.draft.lower.templates.rowwise_split import split_unavailable
+
+            return split_unavailable(graph, region)
         return None
+
+    def default_variant(self, graph: Graph, region: Region) -> str:
+        """``split`` for few long rows (a loss over a whole tensor), else the row in registers."""
+        from kernelrag.draft.lower.templates.rowwise_split import is_split_worthwhile
+
+        if self.unavailable(graph, region, "split") is None and is_split_worthwhile(graph, region):
+            return "split"
+        return self.variants[0]
 
     def _scan_feeds_reduction(self, graph: Graph, region: Region) -> bool:
         inside = set(region.nodes)

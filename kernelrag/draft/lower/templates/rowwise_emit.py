@@ -148,11 +148,20 @@ class _Writer:
             lines += self.node_line(nid, names, ind, False, {})
         return lines + self.stores(names, ind, {C.LANE, C.ROW, C.SQUEEZED})
 
+    def ready_rows(self, row_nodes: list[int], names: dict[int, str], done: set[int], ind: str) -> list[str]:
+        lines = []
+        for rn in row_nodes:
+            if rn not in done and all(i in names for i in self.g[rn].inputs):
+                lines += self.node_line(rn, names, ind, False, {})
+                done.add(rn)
+        return lines
+
     def looped_path(self, ind: str) -> list[str]:
         names = self.names()
         lines = self.row_loads(names, ind)
         done = set(names)
         row_ready = [n for n in self.r.nodes if self.frames[n] != C.LANE and self.g[n].op != "reduce"]
+        lines += self.ready_rows(row_ready, names, done, ind)      # row scalars of row operands only
 
         def cone_lines(targets: list[int], inner: str, carries: dict) -> list[str]:
             need: list[int] = []
@@ -212,10 +221,7 @@ class _Writer:
                           f"{ind}{var} = tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0)"]
             names[nid] = var
             done.add(nid)
-            for rn in row_ready:                   # row scalars now computable
-                if rn not in done and all(i in names for i in self.g[rn].inputs):
-                    lines += self.node_line(rn, names, ind, False, {})
-                    done.add(rn)
+            lines += self.ready_rows(row_ready, names, done, ind)   # row scalars now computable
         lane_outs = [n for n in self.outs if self.frames[n] == C.LANE]
         if lane_outs:
             carries = {n: f"carry{n}" for n in self.r.nodes if self.g[n].op == "scan"}
@@ -232,6 +238,12 @@ class _Writer:
 
 def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
     w = _Writer(t, graph, region, variant)
+    if variant == "split":
+        from kernelrag.draft.lower.templates.rowwise_split import emit_split
+
+        kernels, launcher = emit_split(w, name)
+        return Emitted(kernels=kernels, launcher=launcher, launcher_name=name,
+                       transformations=_transformations(variant, graph, region), doc=_doc(graph, region, variant))
     looped_ok = t.unavailable(graph, region, "looped") is None
     args: list[tuple[str, str]] = []
     for k, nid in enumerate(w.loads):
@@ -319,13 +331,17 @@ def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
         out.append("elementwise_fusion")
-    out.append("row_in_registers" if variant == "registers" else "recompute_over_store")
+    out.append({"registers": "row_in_registers", "looped": "recompute_over_store"}.get(variant, "two_pass_reduction"))
     return out
 
 
 def _doc(graph: Graph, region: Region, variant: str) -> str:
     lanes = sum(1 for n in region.loads if graph[n].shape == region.domain)
     outs_full = sum(1 for n in region.outputs if region.state["frames"][n] == C.LANE)
+    if variant == "split":
+        return (f"{region.describe(graph)}: rows split across programs along the reduced dims "
+                f"{list(region.reduced)}; stage 1 writes one fp32 partial per chunk and reduction, stage 2 "
+                "combines them and applies the row epilogue: one read of the operands, a few KB of partials.")
     return (f"{region.describe(graph)}: one program per row, reducing dims {list(region.reduced)} of a "
             f"rank-{len(region.domain)} domain ({variant}). Row in registers: {lanes} full-size read(s) and "
             f"{outs_full} full-size write(s) per element, the minimum; a longer row re-reads its operands once "

@@ -1,0 +1,179 @@
+"""The row-wise template's two-stage variant: a long row split across programs.
+
+When rows are few and long (MSE over a whole tensor: one row of N*M elements), one
+program per row leaves the GPU idle. Stage 1 runs ``n_rows x n_split`` programs;
+each reduces one CHUNK of its row (prologue included) to one fp32 partial per
+reduction: ``numel * element_size`` bytes read, ``n_rows * n_split * 4`` written.
+Stage 2 runs one program per row: it combines the partials (sum, max, min, prod),
+applies the mean's divisor and the row epilogue, and stores the row outputs. The
+partials are few (n_split <= 1024), so the second launch costs a few microseconds.
+Only regions whose reductions all read the operands directly qualify (no reduction
+of a reduction's result, no scan, no argmax, no full-size output).
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.ir import Graph
+from kernelrag.draft.lower.protocol import Region
+from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _cone
+
+SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
+_COMBINE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
+
+
+def split_unavailable(graph: Graph, region: Region) -> str | None:
+    frames = region.state["frames"]
+    inside = set(region.nodes)
+    reduces = [n for n in region.nodes if graph[n].op == "reduce"]
+    if not reduces:
+        return "no reduction to split"
+    for n in region.nodes:
+        node = graph[n]
+        if node.op == "scan":
+            return "a scan cannot be split into independent chunks here"
+        if node.op == "reduce":
+            if node.args["fn"] not in SPLIT_FNS:
+                return f"{node.args['fn']} partials are not combined by the split variant"
+            if any(graph[c].op == "reduce" for c in _cone_all(graph, n, inside)):
+                return "a reduction reads another reduction's result"
+    if any(frames[o] == C.LANE for o in region.outputs):
+        return "the region writes a full-size output"
+    return None
+
+
+def _cone_all(graph: Graph, nid: int, inside: set[int]) -> list[int]:
+    out, stack = [], list(graph[nid].inputs)
+    while stack:
+        i = stack.pop()
+        if i in inside and i not in out:
+            out.append(i)
+            stack.extend(graph[i].inputs)
+    return out
+
+
+def emit_split(w, name: str) -> tuple[list[str], str]:
+    """(kernel texts, launcher text) of the two-stage variant; ``w`` is a rowwise ``_Writer``."""
+    g, region = w.g, w.r
+    reduces = [(j, n) for j, n in enumerate(region.nodes) if g[n].op == "reduce"]
+    common_args = [(f"in{k}_ptr", f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
+                   for k, n in enumerate(w.loads)]
+    common_args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
+    common_args += [(", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)")
+                    for k in range(len(w.loads))]
+    parts = [(f"part{j}_ptr", f"fp32 partials of reduction {j}, (n_rows, n_split)") for j, _ in reduces]
+    head = ["    row = tl.program_id(0).to(tl.int64)"]
+    if w.kept:
+        head.append("    rest = row")
+        for d in reversed(w.kept):
+            head += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
+    head += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0") for k in range(len(w.loads))]
+    # stage 1
+    names = w.names()
+    body = list(head) + ["    split = tl.program_id(1)", "    lanes = tl.arange(0, BLOCK_R)"]
+    body += w.row_loads(names, "    ")
+    row_nodes = [n for n in region.nodes if w.frames[n] != C.LANE and g[n].op != "reduce"]
+    done = set(names)
+    body += w.ready_rows(row_nodes, names, done, "    ")
+    for j, nid in reduces:
+        fn = g[nid].args["fn"]
+        body += [f"    acc{j} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)"]
+    body += ["    for start in range(split * chunk, split * chunk + chunk, BLOCK_R):"]
+    body += w.chunk("start", "        ")
+    local = dict(names)
+    need = sorted({c for _, n in reduces for c in _cone(g, n, w.inside | set(w.loads))
+                   if c not in done and (w.frame(c) == C.LANE or c in w.loads)})
+    for nid in need:
+        body += w.node_line(nid, local, "        ", True, {})
+    for j, nid in reduces:
+        fn, x = g[nid].args["fn"], local[g[nid].inputs[0]]
+        masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
+        body.append({"sum": f"        acc{j} += {masked}", "mean": f"        acc{j} += {masked}",
+                     "max": f"        acc{j} = tl.maximum(acc{j}, {masked})",
+                     "min": f"        acc{j} = tl.minimum(acc{j}, {masked})",
+                     "prod": f"        acc{j} *= {masked}"}[fn])
+    for j, nid in reduces:
+        fn = g[nid].args["fn"]
+        final = f"tl.reduce(acc{j}, 0, _mul_combine)" if fn == "prod" else f"{_COMBINE[fn]}(acc{j}, axis=0)"
+        body.append(f"    tl.store(part{j}_ptr + row * n_split + split, {final})")
+    args1 = common_args + parts + [("n_red", "elements per row"), ("n_split", "chunks per row"),
+                                   ("chunk", "elements per chunk, a multiple of BLOCK_R"),
+                                   ("BLOCK_R: tl.constexpr", "lanes per step")]
+    k1 = f"{name}_partial_kernel"
+    kernel1 = f"@triton.jit\ndef {k1}(\n{C.arg_lines(args1)}):\n" + "\n".join(body) + "\n"
+    # stage 2
+    names = w.names()
+    outs = [(f"out{k}_ptr", f"output {k}, {w.frames[n]}-level") for k, n in enumerate(w.outs)]
+    ostr = [(", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides") for k in range(len(w.outs))]
+    dens = [j for j, n in reduces if g[n].args.get("denom")]
+    args2 = common_args + parts + outs + ostr + [("n_red", "elements per row (the mean's divisor)"),
+                                                 ("n_split", "partials per row")]
+    args2 += [(f"den{j}", "divisor of a batch-mean (the batch size)") for j in dens]
+    args2 += [("BLOCK_S: tl.constexpr", "lanes over the partials, >= n_split")]
+    body = list(head) + [f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0")
+                         for k in range(len(w.outs))]
+    body += ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split"]
+    body += w.row_loads(names, "    ")
+    done = set(names)
+    for j, nid in reduces:
+        fn = g[nid].args["fn"]
+        p = f"tl.load(part{j}_ptr + row * n_split + s, mask=smask, other={_INIT[fn]})"
+        comb = f"tl.reduce({p}, 0, _mul_combine)" if fn == "prod" else f"{_COMBINE[fn]}({p}, axis=0)"
+        body.append(f"    v{nid} = {comb}{w.scale(g[nid])}")
+        names[nid] = f"v{nid}"
+        done.add(nid)
+    body += w.ready_rows(row_nodes, names, done, "    ")
+    body += w.stores(names, "    ", {C.ROW, C.SQUEEZED})
+    k2 = f"{name}_kernel"
+    kernel2 = f"@triton.jit\ndef {k2}(\n{C.arg_lines(args2)}):\n" + "\n".join(body) + "\n"
+    kernels = ([MUL_COMBINE] if w.uses_prod else []) + [kernel1, kernel2]
+    return kernels, _launcher(w, region, name, k1, k2, reduces, dens)
+
+
+def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> str:
+    g = w.g
+    params = [f"a{k}" for k in range(len(w.loads))]
+    ref = C.float_ref(g, w.loads, params)
+    lines = C.launcher_head(name, params, f"{region.describe(g)}; two stages: chunk partials, then one "
+                                          "program per row combines them.")
+    lines += C.domain_lines(params, w.rank)
+    lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
+              "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
+              "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
+              "    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv(1024, max(n_rows, 1))))",
+              "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
+              "    n_split = triton.cdiv(n_red, chunk)"]
+    keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
+    sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
+    outs, strides = [], []
+    for k, nid in enumerate(w.outs):
+        fr = w.frames[nid]
+        shape = keep_shape if fr == C.ROW else sq_shape
+        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={params[0]}.device)")
+        strides.append(f"*out{k}.view({keep_shape}).stride()")
+        outs.append(f"out{k}")
+    part_names = [f"part{j}" for j, _ in reduces]
+    for p in part_names:
+        lines.append(f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={params[0]}.device)")
+    for j in dens:
+        dims = g[region.nodes[j]].args["denom"]
+        lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
+    common = params + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in params]
+    call1 = ", ".join(common + part_names + ["n_red", "n_split", "chunk"])
+    call2 = ", ".join(common + part_names + outs + strides + ["n_red", "n_split"] + [f"den{j}" for j in dens])
+    lines += ["    if n_rows > 0 and n_red > 0:",
+              f"        {k1}[(n_rows, n_split)]({call1}, BLOCK_R=block_r, num_warps=4)",
+              f"        {k2}[(n_rows,)]({call2}, BLOCK_S=triton.next_power_of_2(n_split), num_warps=4)",
+              f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
+    return "\n".join(lines) + "\n"
+
+
+def is_split_worthwhile(graph: Graph, region: Region) -> bool:
+    """Few long rows at the traced size: fewer than 128 rows of more than 64K elements."""
+    rows = 1
+    for d in range(len(region.domain)):
+        if d not in region.reduced:
+            rows *= region.domain[d]
+    n_red = 1
+    for d in region.reduced:
+        n_red *= region.domain[d]
+    return rows < 128 and n_red > 65536
