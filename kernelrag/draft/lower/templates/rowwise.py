@@ -33,6 +33,7 @@ from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _cone, emit_rowwise
+from kernelrag.draft.lower.templates.rowwise_split import emit_split_region, is_split_worthwhile, split_unavailable
 
 class RowwiseTemplate:
     name = "rowwise"
@@ -127,15 +128,11 @@ class RowwiseTemplate:
         if variant == "looped" and self._scan_feeds_reduction(graph, region):
             return "a scan feeds a reduction in the same row: only the row-in-registers path computes it"
         if variant == "split":
-            from kernelrag.draft.lower.templates.rowwise_split import split_unavailable
-
             return split_unavailable(graph, region)
         return None
 
     def default_variant(self, graph: Graph, region: Region) -> str:
         """``split`` for few long rows (a loss over a whole tensor), else the row in registers."""
-        from kernelrag.draft.lower.templates.rowwise_split import is_split_worthwhile
-
         if self.unavailable(graph, region, "split") is None and is_split_worthwhile(graph, region):
             return "split"
         return self.variants[0]
@@ -149,6 +146,8 @@ class RowwiseTemplate:
 
     # ------------------------------------------------------------------ emission
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+        if variant == "split":
+            return emit_split_region(self, graph, region, name)
         return emit_rowwise(self, graph, region, variant, name)
 
 

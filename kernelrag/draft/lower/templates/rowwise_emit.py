@@ -238,12 +238,6 @@ class _Writer:
 
 def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
     w = _Writer(t, graph, region, variant)
-    if variant == "split":
-        from kernelrag.draft.lower.templates.rowwise_split import emit_split
-
-        kernels, launcher = emit_split(w, name)
-        return Emitted(kernels=kernels, launcher=launcher, launcher_name=name,
-                       transformations=_transformations(variant, graph, region), doc=_doc(graph, region, variant))
     looped_ok = t.unavailable(graph, region, "looped") is None
     args: list[tuple[str, str]] = []
     for k, nid in enumerate(w.loads):

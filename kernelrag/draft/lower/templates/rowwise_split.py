@@ -13,9 +13,9 @@ of a reduction's result, no scan, no argmax, no full-size output).
 from __future__ import annotations
 
 from kernelrag.draft.lower.ir import Graph
-from kernelrag.draft.lower.protocol import Region
+from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _cone
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _cone, _doc, _transformations, _Writer
 
 SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
 _COMBINE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
@@ -49,6 +49,12 @@ def _cone_all(graph: Graph, nid: int, inside: set[int]) -> list[int]:
             out.append(i)
             stack.extend(graph[i].inputs)
     return out
+
+
+def emit_split_region(template, graph: Graph, region: Region, name: str) -> Emitted:
+    kernels, launcher = emit_split(_Writer(template, graph, region, "split"), name)
+    return Emitted(kernels=kernels, launcher=launcher, launcher_name=name,
+                   transformations=_transformations("split", graph, region), doc=_doc(graph, region, "split"))
 
 
 def emit_split(w, name: str) -> tuple[list[str], str]:
