@@ -89,5 +89,5 @@ def test_a_failing_codegen_plan_is_tried_once_per_run(monkeypatch, tmp_path, run
     drafter = OfflineDrafter(SkillLibrary(load_settings(seed_skills_dir=empty)))
     for _ in range(3):
         d = drafter.draft(task, pattern)
-        assert not d.ok and "not a generatable elementwise chain" in d.reason
+        assert d.ok and d.method.startswith("lowering:"), d.reason   # composed after codegen failed
     assert len(calls) == 1 and len(runs) == 1

@@ -116,7 +116,7 @@ def lowering_plans(task: Task, pattern: "OpPattern", notes: list[str], graph: An
     from kernelrag.draft.lower.rank import lower_order
 
     try:
-        combos = lower_order(variant_choices(task.source), pattern, graph)
+        combos = lower_order(variant_choices(task), pattern, graph)
     except Exception as exc:      # Unsupported, or the task failing on the meta device
         notes.append(f"lowering: {exc}")
         return []
@@ -231,7 +231,7 @@ class OfflineDrafter:
                     failed.append(result.reason)
                     continue
             elif p.kind == "lowering":
-                result = lower(task.source, sig, p.skill)
+                result = lower(task, sig, p.skill)
                 if not result.ok:
                     failed.append(result.reason)
                     continue

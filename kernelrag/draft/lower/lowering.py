@@ -1,7 +1,7 @@
 """The entry point: a task's source lowered to one ``ModelNew`` draft, or the reason it cannot be."""
 from __future__ import annotations
 
-from kernelrag.task import load_task
+from kernelrag.task import Task
 from kernelrag.draft.lower.build import build_graph
 from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.emit import render
@@ -10,9 +10,15 @@ from kernelrag.draft.lower.protocol import Region
 from kernelrag.types import DraftResult
 
 
-def plan_task(task_source: str):
-    """(graph, steps) for a task; raises Unsupported naming what cannot be placed."""
-    module = load_task(task_source)
+def plan_task(task: "Task | str"):
+    """(graph, steps) for a task, planned once per task value; raises Unsupported naming what
+    cannot be placed."""
+    task = Task.of(task)
+    return task.memo("lowering.plan", lambda: _plan(task))
+
+
+def _plan(task: Task):
+    module = task.module()
     for needed in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, needed):
             raise Unsupported(f"the task defines no {needed}")
@@ -25,9 +31,9 @@ def _default(graph, region: Region) -> str:
     return pick(graph, region) if pick else region.template.variants[0]
 
 
-def variant_choices(task_source: str) -> list[tuple[str, ...]]:
+def variant_choices(task: "Task | str") -> list[tuple[str, ...]]:
     """Every combination worth trying: one variant per region, the default first."""
-    graph, steps = plan_task(task_source)
+    graph, steps = plan_task(task)
     regions = [s for s in steps if isinstance(s, Region)]
     combos = [tuple(_default(graph, r) for r in regions)]
     for k, r in enumerate(regions):
@@ -39,10 +45,11 @@ def variant_choices(task_source: str) -> list[tuple[str, ...]]:
     return combos
 
 
-def lower(task_source: str, pattern: str = "", variants: tuple[str, ...] | None = None) -> DraftResult:
+def lower(task: "Task | str", pattern: str = "", variants: tuple[str, ...] | None = None) -> DraftResult:
     """A composed draft for the task (``variants``: one per region; None: each template's default)."""
     try:
-        graph, steps = plan_task(task_source)
+        task = Task.of(task)
+        graph, steps = plan_task(task)
         regions = [s for s in steps if isinstance(s, Region)]
         if not regions:
             raise Unsupported("the task computes nothing a kernel could do (layout ops only)")
@@ -61,7 +68,7 @@ def lower(task_source: str, pattern: str = "", variants: tuple[str, ...] | None 
         if len(regions) < sum(1 for n in graph.live() if n.op in ("reduce", "scan")) + 1 and len(graph.live()) > 2:
             trans.append("epilogue_fusion") if "epilogue_fusion" not in trans else None
         title = pattern or " > ".join(r.describe(graph) for r in regions)
-        source = render(task_source, graph, steps, emitted, title, chosen, trans)
+        source = render(task.source, graph, steps, emitted, title, chosen, trans)
     except Unsupported as exc:
         return DraftResult(ok=False, method="lowering", pattern=pattern, reason=f"cannot lower the task: {exc}")
     except Exception as exc:     # the task's own code failed on the meta device
