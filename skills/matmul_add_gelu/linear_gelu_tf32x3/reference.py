@@ -1,0 +1,41 @@
+"""Linear layer followed by exact (erf) GELU: y = gelu(x @ W^T + b) (KernelBench level 2 form).
+
+The pattern is matmul > add (bias) > gelu; nn.Linear stores W as [out, in].
+"""
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+batch_size = 1024  # rows of x
+in_features = 4096  # reduction size
+out_features = 4096  # columns of y
+
+
+class Model(nn.Module):
+    """y = gelu(linear(x)) with nn.Linear(in_features, out_features), exact erf GELU."""
+
+    def __init__(self, in_features: int, out_features: int):
+        super().__init__()
+        self.linear = nn.Linear(in_features, out_features)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.gelu(self.linear(x))
+
+
+def get_inputs():
+    return [torch.randn(batch_size, in_features)]
+
+
+def get_init_inputs():
+    return [in_features, out_features]
+
+
+def get_flops() -> int:
+    # matmul (2 per multiply-add), bias add (1) and gelu (counted as 8: scale, erf ~4, add, 2 mul)
+    return 2 * batch_size * in_features * out_features + 9 * batch_size * out_features
+
+
+def get_bytes() -> int:
+    # read x, W and b once, write y once (fp32)
+    return 4 * (batch_size * in_features + out_features * in_features + out_features
+                + batch_size * out_features)
