@@ -33,7 +33,31 @@ H200 = {"gpu": "NVIDIA H200", "driver": "580.159.04", "copy_gbps": 4040.0, "bf16
         "fp32_tflops": 50.0}
 
 
+# measured on the H200 (issue 15): rate and relative error against fp64 at 4096^3
+FP32_PATHS = {"ieee": {"tflops": 51.0, "rel_err": 1.1e-6, "how": "cuBLAS fp32, TF32 off"},
+              "tf32": {"tflops": 362.0, "rel_err": 2.9e-4, "how": "cuBLAS TF32"},
+              "tf32x3": {"tflops": 93.0, "rel_err": 2.5e-7, "how": "Triton tl.dot tf32x3"}}
+
+
 # ---- roofline ----------------------------------------------------------------------
+
+def test_fp32_roofline_uses_the_fastest_path_that_passes_the_tolerance():
+    ceilings = {**H200, "fp32_paths": FP32_PATHS}
+    flops = 2 * 4096**3
+    r = rl.roofline(flops, 3 * 4096**2 * 4, 1.5, ceilings, dtype="float32", rel_norm_tol=1e-5)
+    assert r["ceiling"].startswith("fp32 via tf32x3") and "93.0 TFLOP/s" in r["ceiling"]
+    assert r["frac_compute"] == pytest.approx(flops / 1.5e-3 / 1e12 / 93.0)
+    loose = rl.roofline(flops, 0, 1.5, ceilings, dtype="float32", rel_norm_tol=1e-3)   # TF32 passes
+    assert loose["ceiling"].startswith("fp32 via tf32") and "362.0" in loose["ceiling"]
+    strict = rl.roofline(flops, 0, 3.0, ceilings, dtype="float32", rel_norm_tol=1e-7)  # nothing passes
+    assert strict["ceiling"].startswith("fp32 via cuBLAS IEEE") and "50.0" in strict["ceiling"]
+    old_cache = rl.roofline(flops, 0, 3.0, H200, dtype="float32", rel_norm_tol=1e-5)
+    assert "cuBLAS IEEE" in old_cache["ceiling"]
+    bf16 = rl.roofline(flops, 0, 0.5, ceilings, dtype="bfloat16")
+    assert bf16["ceiling"].startswith("bf16 tensor cores") and "780.0" in bf16["ceiling"]
+    fast = rl.roofline(flops, 0, 0.5, ceilings, dtype="float32", rel_norm_tol=1e-5)    # 275 TFLOP/s "fp32"
+    assert any("tf32x3" in w and "TF32 or a downcast" in w for w in fast["warnings"])
+
 
 def test_roofline_memory_bound_arithmetic():
     r = rl.roofline(flops=1e9, bytes=4.04e9, time_ms=2.0, ceilings=H200, dtype="float32")
@@ -432,7 +456,15 @@ def test_slug_and_driver_version():
 def _measured(gpu="NVIDIA H200", driver="580.159.04", copy=4100.0):
     return {"version": ceil.CACHE_VERSION, "gpu": gpu, "driver": driver, "copy_gbps": copy,
             "bf16_tflops": 780.0, "fp32_tflops": 51.0, "measured_at": "2026-11-30T10:00:00+00:00",
-            "method": "test"}
+            "method": "test", "fp32_paths": dict(FP32_PATHS)}
+
+
+def test_cache_without_fp32_paths_is_measured_again(tmp_path):
+    path = ceil.cache_path(tmp_path, "NVIDIA H200")
+    ceil.write_cache(path, {k: v for k, v in _measured().items() if k != "fp32_paths"})
+    assert ceil.read_cache(path, "NVIDIA H200", "580.159.04") is None
+    ceil.write_cache(path, {**_measured(), "fp32_paths": {"tf32": {"tflops": 360.0}}})   # no error measured
+    assert ceil.read_cache(path, "NVIDIA H200", "580.159.04") is None
 
 
 def test_cache_round_trip_and_rejections(tmp_path):

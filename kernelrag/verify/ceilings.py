@@ -3,7 +3,10 @@
 Achieved rates are reported against what this card really does, never against a
 datasheet: copy bandwidth from a large device-to-device copy (bytes read plus bytes
 written over time) and matrix rates from large products on random data (zeros run
-faster than real data on Hopper). One measurement takes about a second; the result is
+faster than real data on Hopper). fp32 products are measured on each precision path
+(``gemm_paths``: cuBLAS IEEE fp32, cuBLAS TF32, Triton 3xTF32) with each path's error
+against fp64, so an fp32 task is judged against the fastest path that passes its
+tolerance. One measurement takes about a second; the result is
 cached as JSON under ``cache_dir/ceilings-<gpu-slug>.json`` and measured again when
 the driver changes.
 
@@ -24,12 +27,12 @@ from typing import Any
 
 from kernelrag.errors import KernelRAGError
 
-CACHE_VERSION = 1
+CACHE_VERSION = 2                 # 2: fp32_paths (rate and error of each fp32 precision path)
 COPY_BYTES = 2 * 1024**3          # one side of the copy; read + write moves twice this
 COPY_WARMUP, COPY_TRIALS = 3, 20
 BF16_N, BF16_WARMUP, BF16_TRIALS = 8192, 3, 10
 FP32_N, FP32_WARMUP, FP32_TRIALS = 4096, 2, 10
-REQUIRED_KEYS = ("gpu", "driver", "copy_gbps", "bf16_tflops", "fp32_tflops", "measured_at", "method")
+REQUIRED_KEYS = ("gpu", "driver", "copy_gbps", "bf16_tflops", "fp32_tflops", "fp32_paths", "measured_at", "method")
 
 _MEMO: dict[tuple[str, str], dict[str, Any]] = {}   # per process, for cache_dir=None
 
@@ -90,6 +93,10 @@ def read_cache(path: Path, gpu: str, driver: str) -> dict[str, Any] | None:
         value = data[key]
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             return None
+    paths = data["fp32_paths"]
+    if not isinstance(paths, dict) or not all(isinstance(p, dict) and "tflops" in p and "rel_err" in p
+                                              for p in paths.values()):
+        return None
     return data
 
 
@@ -136,8 +143,11 @@ def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device:
 
 
 def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[str, Any]:
-    """Measure copy bandwidth and bf16 / fp32 matrix rates now (about a second on an H200)."""
+    """Measure copy bandwidth, the bf16 matrix rate and each fp32 precision path now
+    (a few seconds on an H200)."""
     import torch
+
+    from kernelrag.verify.gemm_paths import measure_fp32_paths
 
     _require_cuda(torch)
     dev = cuda_device(device)
@@ -148,6 +158,7 @@ def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[s
         bf16_ms = _time_matmul(torch, dev, torch.bfloat16, BF16_N, BF16_WARMUP, BF16_TRIALS)
         fp32_ms = _time_matmul(torch, dev, torch.float32, FP32_N, FP32_WARMUP, FP32_TRIALS)
         torch.cuda.empty_cache()
+        fp32_paths = measure_fp32_paths(FP32_N, FP32_WARMUP, FP32_TRIALS, device=dev)
     return {
         "version": CACHE_VERSION,
         "gpu": props.name,
@@ -155,13 +166,17 @@ def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[s
         "copy_gbps": 2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
         "bf16_tflops": 2 * BF16_N**3 / (bf16_ms * 1e-3) / 1e12,
         "fp32_tflops": 2 * FP32_N**3 / (fp32_ms * 1e-3) / 1e12,
+        "fp32_paths": {name: {k: path[k] for k in ("tflops", "rel_err", "how", "median_ms", "iqr_ms", "trials")}
+                       for name, path in fp32_paths.items()},
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "method": (
             f"copy: median of {COPY_TRIALS} device-to-device copies of {copy_bytes} bytes of random "
             f"fp32 after {COPY_WARMUP} warm-ups, counting bytes read + written; bf16: median of "
             f"{BF16_TRIALS} torch.matmul {BF16_N}^3 on randn after {BF16_WARMUP} warm-ups; fp32: median "
             f"of {FP32_TRIALS} torch.matmul {FP32_N}^3 on randn with TF32 off after {FP32_WARMUP} "
-            "warm-ups; CUDA events, clocks as found"
+            f"warm-ups; fp32_paths: the same {FP32_N}^3 product by cuBLAS fp32, cuBLAS TF32 and a Triton "
+            "3xTF32 kernel (L2 flushed before each call), each with its relative error against fp64; "
+            "CUDA events, clocks as found"
         ),
         "copy_bytes": copy_bytes,
         "sm_count": props.multi_processor_count,

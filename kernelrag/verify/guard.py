@@ -7,7 +7,9 @@ Installed before the candidate is imported, a ``Guard``:
   synchronisation, timers, serialisation, module calls, its own helpers) so that a
   replacement made at import or during a call is found by ``check()``;
 * counts Triton kernel launches (wrapping ``JITFunction.run`` and, under the
-  interpreter, ``InterpretedFunction.run``), the CPU-side proof that a kernel ran;
+  interpreter, ``InterpretedFunction.run``), the CPU-side proof that a kernel ran,
+  and notes the ``tl.dot`` precision strings ("ieee", "tf32x3", ...) passed to them
+  as constexprs, so the verdict can say which precision path ran;
 * remembers how many Python threads exist, and checks that no TorchFunctionMode or
   TorchDispatchMode is active and no trace/profile hook is installed.
 
@@ -31,6 +33,7 @@ from typing import Any
 import torch
 
 from kernelrag.verify import correctness, tolerances
+from kernelrag.verify.precision import DOT_PRECISIONS
 from kernelrag.verify.verdict import Finding
 
 # Every function the verifier relies on, by dotted path: comparisons, synchronisation,
@@ -74,6 +77,7 @@ class Guard:
     def __init__(self, device: str, interpret: bool):
         self.device = device
         self.launches = 0
+        self.dot_precisions: set[str] = set()
         self._pin_flags()
         if device == "cpu":
             torch.cuda.synchronize = lambda *a, **k: None
@@ -122,6 +126,8 @@ class Guard:
             def run(self, *args, _original=original, **kwargs):
                 if not kwargs.get("warmup", False):
                     guard.launches += 1
+                    guard.dot_precisions.update(v for v in kwargs.values()
+                                                if isinstance(v, str) and v in DOT_PRECISIONS)
                 return _original(self, *args, **kwargs)
 
             cls.run = run

@@ -59,6 +59,10 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         return
     if timing_variant["source"] != variants["primary"]["source"]:
         _full_size_check(run, plan, outs, problem, reference_model(*inputs))
+    # the task's dtype and tolerance pick the compute ceiling (an fp32 task: the fastest
+    # precision path that passes its tolerance, not bf16 tensor cores)
+    dtype = next((str(o.dtype) for o in outs if getattr(o, "is_floating_point", lambda: False)()), "float32")
+    rel_norm_tol = min((t["rel_norm"] for t in plan["tolerances"]), default=None)
     del inputs, outs
     run.guard.stop_counting_launches()
     spent["first_call"] = time.monotonic() - t0
@@ -83,7 +87,8 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         kernel = (timing or {}).get("kernel") or {}
         roof = None
         if kernel.get("median_ms") and counts.get("bytes_moved"):
-            roof = roofline(counts.get("flops") or 0, counts["bytes_moved"], kernel["median_ms"], ceilings)
+            roof = roofline(counts.get("flops") or 0, counts["bytes_moved"], kernel["median_ms"], ceilings,
+                            dtype=dtype, rel_norm_tol=rel_norm_tol)
     except Exception as exc:   # noqa: BLE001 - a failure of the measurement, not of the candidate
         res["warnings"].append(f"timing failed, no time measured: {type(exc).__name__}: {exc}"[:400])
         return

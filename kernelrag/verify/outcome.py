@@ -184,7 +184,8 @@ def _timing(v: Verdict, result: dict, baseline: dict | None = None) -> None:
     roof = result.get("roofline") or {}
     for ours, theirs in (("achieved_gbps", "achieved_gbps"), ("achieved_tflops", "achieved_tflops"),
                          ("frac_bandwidth", "frac_bandwidth"), ("frac_compute", "frac_compute"),
-                         ("roofline_floor_ms", "floor_ms"), ("frac_roofline", "frac_roofline")):
+                         ("roofline_floor_ms", "floor_ms"), ("frac_roofline", "frac_roofline"),
+                         ("ceiling", "ceiling")):
         setattr(v, ours, roof.get(theirs))
     v.warnings += list(roof.get("warnings", []))
     v.warnings += [f for f in v.review_flags() if f not in v.warnings]

@@ -17,6 +17,7 @@ from kernelrag.errors import KernelRAGError, TaskError
 from kernelrag.verify import isolation
 from kernelrag.verify import task as T
 from kernelrag.verify.outcome import assemble
+from kernelrag.verify.precision import describe as describe_precision, source_precisions
 from kernelrag.verify.sandbox import Job, Session, run_session
 from kernelrag.verify.static import StaticPolicy, check_source
 from kernelrag.verify.tolerances import check_override
@@ -144,6 +145,8 @@ def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_
     if literal:
         v.warnings.append(f"get_inputs uses literal sizes {literal} that cannot be shrunk; they run as written")
     v = assemble(v, session, static)
+    v.precision = describe_precision((session.result or session.phase1 or {}).get("dot_precisions"),
+                                     source_precisions(candidate_src), resolved)
     if literal and v.status == "not_checkable":
         v.reason += f"; get_inputs uses literal sizes {literal}, which cannot be shrunk"
     if v.timed and not v.driver:

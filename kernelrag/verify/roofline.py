@@ -13,13 +13,17 @@ import math
 import numbers
 from typing import Any
 
+from kernelrag.verify.precision import fp32_ceiling
+
 OVER_CEILING = 1.05          # achieved / measured ceiling above this is impossible
 REVIEW_SPEEDUP = 10.0        # speedups above this go to review, never straight into memory
 REVIEW_FRAC_ROOFLINE = 0.9   # so do times within 10% of the floor
 
 # Which measured compute ceiling bounds a task of each dtype. fp16 runs on the same
-# tensor cores at the same rate as bf16 on Hopper; fp32 tasks get the measured true-fp32
-# rate (TF32 off), so a kernel that silently uses TF32 shows up as "over the ceiling".
+# tensor cores at the same rate as bf16 on Hopper. fp32 tasks get the fastest measured
+# precision path whose error passes the task's tolerance (precision.fp32_ceiling: 3xTF32
+# passes fp32 tolerances, plain TF32 does not), so a kernel that silently uses TF32 can
+# still show up as "over the ceiling".
 _COMPUTE_KEY = {"bfloat16": "bf16_tflops", "float16": "bf16_tflops", "float32": "fp32_tflops"}
 _DTYPE_ALIASES = {
     "bf16": "bfloat16", "fp16": "float16", "half": "float16", "fp32": "float32",
@@ -48,13 +52,33 @@ def compute_ceiling_tflops(ceilings: dict[str, Any], dtype: Any) -> tuple[float 
     return float(value), key
 
 
+def honest_ceiling(ceilings: dict[str, Any], dtype: Any,
+                   rel_norm_tol: float | None = None) -> tuple[float | None, str | None]:
+    """(TFLOP/s, a name for the verdict) of the compute ceiling that bounds a task.
+
+    fp32: the fastest measured precision path that passes ``rel_norm_tol`` (the task's
+    relative-norm tolerance); other dtypes: their measured matrix rate.
+    """
+    name = normalize_dtype(dtype)
+    if name == "float32":
+        return fp32_ceiling(ceilings, rel_norm_tol)
+    peak, key = compute_ceiling_tflops(ceilings, name)
+    if peak is None:
+        return None, None
+    label = {"bf16_tflops": "bf16 tensor cores (torch.matmul, measured)"}.get(key, key)
+    return peak, label
+
+
 def roofline(flops: int | float | None, bytes: int | float | None, time_ms: float,
-             ceilings: dict[str, Any], dtype: Any = "bfloat16") -> dict[str, Any]:
+             ceilings: dict[str, Any], dtype: Any = "bfloat16",
+             rel_norm_tol: float | None = None) -> dict[str, Any]:
     """Achieved rates and the share of the speed-of-light floor reached.
 
     ``flops`` and ``bytes`` are the task's declared counts for one call (None when the
     task does not declare one; 0 FLOPs is a pure data-movement task). ``time_ms`` is
     the measured median time of one call. ``ceilings`` is ``get_ceilings(...)``'s dict.
+    ``rel_norm_tol``: the task's relative-norm tolerance, which picks the fp32 precision
+    path that bounds an fp32 task (``honest_ceiling``); ``out["ceiling"]`` names it.
     """
     n_bytes = bytes  # the contract names the argument ``bytes``
     _check_count("flops", flops)
@@ -65,7 +89,7 @@ def roofline(flops: int | float | None, bytes: int | float | None, time_ms: floa
         "achieved_gbps": None, "achieved_tflops": None, "frac_bandwidth": None,
         "frac_compute": None, "memory_floor_ms": None, "compute_floor_ms": None,
         "floor_ms": None, "frac_roofline": None, "bound": None,
-        "dtype": normalize_dtype(dtype), "warnings": [],
+        "dtype": normalize_dtype(dtype), "ceiling": None, "warnings": [],
     }
     warnings: list[str] = out["warnings"]
     seconds = time_ms * 1e-3
@@ -85,15 +109,16 @@ def roofline(flops: int | float | None, bytes: int | float | None, time_ms: floa
             warnings.append("no measured copy bandwidth in the ceilings: memory floor not counted")
     if flops is not None:
         out["achieved_tflops"] = flops / seconds / 1e12
-        peak, key = compute_ceiling_tflops(ceilings, dtype)
+        peak, label = honest_ceiling(ceilings, dtype, rel_norm_tol)
         if peak is not None:
+            out["ceiling"] = f"{label}: {peak:.1f} TFLOP/s"
             out["frac_compute"] = out["achieved_tflops"] / peak
             out["compute_floor_ms"] = flops / (peak * 1e12) * 1e3
             if out["frac_compute"] > OVER_CEILING:
-                hint = " (TF32 or a downcast inside an fp32 task?)" if key == "fp32_tflops" else ""
+                hint = " (TF32 or a downcast inside an fp32 task?)" if out["dtype"] == "float32" else ""
                 warnings.append(
                     f"achieved {out['achieved_tflops']:.1f} TFLOP/s exceeds the measured {out['dtype']} "
-                    f"matmul ceiling {peak:.1f} TFLOP/s: a bug (are the declared FLOPs right?) or a hack{hint}"
+                    f"ceiling, {label}, {peak:.1f} TFLOP/s: a bug (are the declared FLOPs right?) or a hack{hint}"
                 )
         elif flops > 0:
             warnings.append(f"no measured compute ceiling for {out['dtype']}: compute floor not counted")

@@ -134,6 +134,9 @@ class Verdict:
     frac_compute: float | None = None
     roofline_floor_ms: float | None = None
     frac_roofline: float | None = None
+    ceiling: str | None = None             # the compute ceiling the roofline used, named
+    precision: str | None = None           # the tl.dot precision path(s) that ran, e.g. tf32x3
+    profile: dict[str, Any] | None = None  # ncu counters of the candidate's kernels (opt-in)
     gpu: str | None = None
     driver: str | None = None
     torch_version: str | None = None
@@ -228,6 +231,12 @@ class Verdict:
                          "filled with NaN).")
         if self.status == "correct" and self.timed:
             lines.append(_timing_line(self))
+            if self.ceiling:
+                lines.append(f"Roofline compute ceiling: {self.ceiling}.")
+        if self.precision:
+            lines.append(f"Precision path: {self.precision}.")
+        if self.profile:
+            lines.append(_profile_line(self.profile))
         elif self.status == "correct":
             lines.append("Correct under Triton's interpreter on CPU; no time measured." if self.device == "cpu"
                          else "Correct; no time measured.")
@@ -263,6 +272,22 @@ def recommend(ok: bool, timed: bool, speedup_vs_eager: float | None, speedup_vs_
     tail = (f"; the kernel is at {frac_roofline:.0%} of the roofline, so both run at the hardware limit"
             if at_limit else "")
     return f"use {baseline}: the kernel is {1 / worst:.2f}x slower{tail}"
+
+
+def _profile_line(profile: dict[str, Any]) -> str:
+    """The profiler's reading in one line: limiter first, then the numbers behind it."""
+    if not profile.get("profiled"):
+        return f"Profiler: none ({profile.get('note', 'not run')}); event timing only."
+    main = profile.get("main") or {}
+    parts = [f"limiter {main.get('limiter', 'n/a')}"]
+    for key, label in (("sol_memory_pct", "SOL memory"), ("sol_compute_pct", "SOL compute"),
+                       ("achieved_occupancy_pct", "achieved occupancy")):
+        if main.get(key) is not None:
+            parts.append(f"{label} {main[key]:.0f}%")
+    if main.get("dram_bytes") is not None:
+        parts.append(f"DRAM {main['dram_bytes'] / 1e6:.1f} MB")
+    head = f"Profiler (ncu, kernel {main.get('kernel', '?')}, {profile.get('kernels', 1)} kernel(s)): "
+    return head + ", ".join(parts) + (f". {main['advice']}" if main.get("advice") else ".")
 
 
 def _g(value: float | None) -> str:

@@ -228,6 +228,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind if not res["phase"].startswith("init")
                    else "compile_error")
     clock["trials"] = time.monotonic()
+    res["dot_precisions"] = sorted(run.guard.dot_precisions)
     _write_json(phase1, res)
     if job.get("wait_for_go"):
         go = _wait_json(Path(job["go_path"])).get("go")
