@@ -389,6 +389,7 @@ class KernelRAG:
         task_src = Task.of(task).source
         cand = read_source(candidate)
         options.setdefault("timeout_s", self.settings.verify_timeout_s)
+        options.setdefault("profile", self.settings.profile)
         options.setdefault("cache_dir", self.settings.cache_dir)
         return verify_source(task_src, cand, device=device or self.settings.device, **options)
 

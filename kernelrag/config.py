@@ -45,6 +45,7 @@ class Settings:
     # --- verification -------------------------------------------------------
     device: str = "auto"                   # auto | cpu | cuda
     verify_timeout_s: float = 300.0
+    profile: bool = False                  # on a GPU, profile verified kernels once with ncu
     max_rounds: int = 4
     require_isolation: bool | None = None  # refuse to run candidates without an OS sandbox;
                                            # None: on whenever the drafter is an LLM

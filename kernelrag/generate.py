@@ -149,7 +149,8 @@ class Loop:
         self.cost.verify_calls += 1
         required = self.settings.require_isolation
         options = dict(device=self.device, timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
-                       require_isolation=self.parts.llm is not None if required is None else required)
+                       require_isolation=self.parts.llm is not None if required is None else required,
+                       profile=self.settings.profile)
         if self.parts.verifier is not None:
             return self.parts.verifier.verify_source(self.task.source, candidate, **options)
         return verify_source(self.task.source, candidate, **options)

@@ -27,4 +27,4 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     settings = load_settings()
     return run_args(args, device=settings.device, timeout_s=settings.verify_timeout_s,
-                    require_isolation=bool(settings.require_isolation))
+                    require_isolation=bool(settings.require_isolation), profile=settings.profile)

@@ -26,6 +26,7 @@ from kernelrag.memory.graph_query import outcome_from_verdict
 from kernelrag.memory.skills import current_environment
 from kernelrag.memory.storage import atomic_write_text, file_lock, now_utc
 from kernelrag.types import GenerateResult, RetrievedContext, Round, WriteBack
+from kernelrag.verify.profile import evidence_fields
 from kernelrag.verify.roofline import review_flags
 
 if TYPE_CHECKING:
@@ -126,6 +127,7 @@ def evidence_record(v: "Verdict | dict", *, pattern: str, transformations: list[
            "frac_roofline": _round(value_of(v, "frac_roofline"))}
     if variant is not None:
         rec["variant"] = variant
+    rec.update(evidence_fields(value_of(v, "profile")))   # the profiler's limiter and counters, when run
     return rec
 
 

@@ -49,10 +49,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--compile-baseline", choices=["cached", "interleaved"], default="cached",
                         help="batch mode: time torch.compile once per task (cached, scaled by eager's drift) "
                              "or beside every candidate (interleaved)")
+    parser.add_argument("--profile", action="store_true",
+                        help="on a GPU, profile the verified kernel once with ncu (limiter, SOL %%, occupancy); "
+                             "one candidate only")
 
 
 def run_args(args: argparse.Namespace, device: str = "auto", timeout_s: float = 300.0,
-             require_isolation: bool = False) -> int:
+             require_isolation: bool = False, profile: bool = False) -> int:
     from kernelrag.errors import KernelRAGError
     from kernelrag.verify import verify
 
@@ -63,7 +66,7 @@ def run_args(args: argparse.Namespace, device: str = "auto", timeout_s: float = 
     try:
         if len(candidates) > 1:
             return _run_batch(args, candidates, options)
-        verdict = verify(args.task, candidates[0], **options)
+        verdict = verify(args.task, candidates[0], **options, profile=bool(args.profile or profile))
     except KernelRAGError as exc:
         print(f"verify: error: {exc}", file=sys.stderr)
         return 2

@@ -64,7 +64,7 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
                   trials: int = 5, measure_time: bool = True, seed: int | None = None,
                   tolerance: dict[str, float] | str | None = None, policy: StaticPolicy | None = None,
                   cache_dir: str | Path | None = None, require_isolation: bool = False,
-                  runner: Callable[[Job], Session] | None = None) -> Verdict:
+                  runner: Callable[[Job], Session] | None = None, profile: bool = False) -> Verdict:
     """Check a candidate against a task and return a Verdict; never raises on a bad kernel.
 
     ``device``: "auto" (cuda when a GPU is visible), "cpu" (Triton interpreter, shrunk
@@ -76,7 +76,10 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     an OS sandbox is in force (KernelRAGError); the verdict's ``isolation`` names what
     was. ``runner``: runs the processes (``sandbox.run_session`` by default; a
     ``session.VerifySession`` passes its own, with warm processes and caches).
-    Raises TaskError only when the task file is malformed.
+    ``profile``: on a GPU, profile a verified candidate's kernels once with ncu
+    (``profile.profile_candidate``) into ``verdict.profile``; costs a run under the
+    profiler, so it is off by default. Raises TaskError only when the task file is
+    malformed.
     """
     start = time.monotonic()
     if device not in DEVICES:
@@ -113,6 +116,8 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
             v.warnings.append(f"tolerance {task_tol} declared by the task")
         v = _run(v, task_src, tree, candidate_src, static, resolved, device, timeout_s, trials,
                  measure_time, seed, tolerance, cache_dir, runner or run_session)
+        if profile:
+            _profile(v, task_src, candidate_src, timeout_s)
     else:
         v = early
         v.isolation = "not needed: rejected before any candidate code ran"
@@ -152,6 +157,20 @@ def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_
     if v.timed and not v.driver:
         v.driver = _driver_version()
     return v
+
+
+def _profile(v: Verdict, task_src: str, candidate_src: str, timeout_s: float) -> None:
+    """ncu counters for a verified candidate on a GPU; elsewhere a note of why there are none."""
+    if v.device != "cuda":
+        v.profile = {"profiled": False, "note": "no GPU: the profiler needs one"}
+    elif not v.ok:
+        v.profile = {"profiled": False, "note": f"not profiled: the candidate is {v.status}"}
+    else:
+        from kernelrag.verify.profile import profile_candidate
+
+        v.profile = profile_candidate(task_src, candidate_src, timeout_s=timeout_s, seed=v.seed or 0)
+    if not v.profile.get("profiled"):
+        v.warnings.append(f"profile: {v.profile['note']}; event timing only")
 
 
 def _static_verdict(v: Verdict, static) -> Verdict | None:
