@@ -154,6 +154,29 @@ def rank_configs(configs: list[Any], graph: Any = None, pattern: str | None = No
     return sorted(dicts, key=lambda c: (-score(c), order[config_id(c)]))
 
 
+def pinned_source(source: str, config: dict[str, Any], note: str = "") -> str:
+    """The kernel source with its module-level ``CONFIGS = [...]`` reduced to ``config``.
+
+    A tuned kernel then launches the remembered winner directly instead of letting
+    ``triton.autotune`` benchmark every configuration again on first call.
+    """
+    import ast
+
+    tree = ast.parse(source)
+    target = next((n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "CONFIGS"), None)
+    if target is None:
+        raise KernelRAGError("the kernel source has no module-level CONFIGS = [...] list to pin; "
+                             "a tunable skill lists its triton.Config objects there")
+    meta = {k: v for k, v in config.items() if k not in META_KEYS}
+    extra = "".join(f", {k}={config[k]!r}" for k in META_KEYS if k in config)
+    comment = f"  # {note}" if note else ""
+    line = f"CONFIGS = [triton.Config({meta!r}{extra})]{comment}"
+    lines = source.splitlines(keepends=True)
+    start, end = target.lineno - 1, target.end_lineno
+    return "".join(lines[:start]) + line + "\n" + "".join(lines[end:])
+
+
 @dataclass
 class TuneResult:
     key_id: str

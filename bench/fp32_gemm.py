@@ -1,0 +1,348 @@
+"""fp32 GEMM on tensor cores at fp32 accuracy: ceilings, paths side by side, tuning memory.
+
+One call on the GPU machine, from the repository root (about 4-6 minutes on an H200):
+
+    PYTHONPATH=. python3 bench/fp32_gemm.py --out $OUT
+
+Stages, each writing its JSON file into --out as soon as it is done:
+
+1. ``env.json``, ``ceilings.json``: the GPU's ceilings measured now, including each fp32
+   precision path (cuBLAS IEEE fp32, cuBLAS TF32, Triton 3xTF32) with its error;
+2. ``gemm.json``: C = A @ B at 2048^3, 4096^3 and 8192^3 by cuBLAS fp32, cuBLAS TF32, the
+   reference 3xTF32 kernel (B already K-major) and the matmul_tf32x3 skill (B as stored,
+   transposed in one pass inside the timed call) with its tuned configuration: TFLOP/s
+   (median, IQR, trials) and relative error against fp64, side by side;
+3. ``tuning.json``: the tuning memory's searches (``kernelrag.memory.tuning.autotune``):
+   the matmul skill at each size (the first size times every configuration, later ones
+   the top ones the graph's evidence ranks), the linear + ReLU / GELU / tanh-GELU skills
+   at the suite's 8192 x 4096 x 4096, then one repeated key to show the search skipped
+   and the cached winner re-verified; every configuration's result is also a graph
+   record (``evidence-configs.jsonl``, in skills/evidence.jsonl's format);
+4. ``verify-<skill>.json``: the verifier on the suite tasks with each skill pinned to its
+   tuned configuration, with the ncu profile (``profile=True``), while time is left.
+
+``summary.json`` says whether fp32 GEMM reached 2x cuBLAS fp32 at relative error <= 1e-6.
+``--device cpu`` runs every stage on tiny shapes under Triton's interpreter (no ceilings,
+no speed: a dry run of the code paths). Imports only the standard library, torch,
+triton, numpy and networkx (through kernelrag's verifier and memory).
+"""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import platform
+import sys
+import time
+import traceback
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_SPEEDUP, GOAL_REL_ERR = 2.0, 1e-6
+CHECK_REL_ERR = 1e-5                      # the fp32 table's relative-norm tolerance
+SKILLS = {   # skill -> (kernel file, launcher, suite task, epilogue on the fp64 reference)
+    "matmul_tf32x3": ("skills/matmul/matmul_tf32x3/kernel.py", "matmul_tf32x3", "bench/tasks/matmul_fp32.py", None),
+    "linear_relu_tf32x3": ("skills/matmul_add_relu/linear_relu_tf32x3/kernel.py", "linear_relu_tf32x3",
+                           "bench/tasks/linear_relu.py", "relu"),
+    "linear_gelu_tanh_tf32x3": ("skills/matmul_add_gelu/linear_gelu_tanh_tf32x3/kernel.py",
+                                "linear_gelu_tanh_tf32x3", "bench/tasks/linear_gelu.py", "gelu_tanh"),
+    "linear_gelu_tf32x3": ("skills/matmul_add_gelu/linear_gelu_tf32x3/kernel.py", "linear_gelu_tf32x3",
+                           "skills/matmul_add_gelu/linear_gelu_tf32x3/reference.py", "gelu"),
+}
+TASK_ROWS = {"matmul_tf32x3": 4096, "linear_relu_tf32x3": 8192, "linear_gelu_tanh_tf32x3": 8192,
+             "linear_gelu_tf32x3": 1024}
+PATTERNS = {"matmul_tf32x3": "matmul", "linear_relu_tf32x3": "matmul>add>relu",
+            "linear_gelu_tanh_tf32x3": "matmul>add>gelu[approximate=tanh]", "linear_gelu_tf32x3": "matmul>add>gelu"}
+
+
+class Run:
+    def __init__(self, out: Path, device: str, budget_s: float):
+        self.out, self.device, self.cpu = out, device, device == "cpu"
+        self.deadline = time.monotonic() + budget_s
+        self.summary: dict = {"stages": {}}
+        self.records: list[dict] = []
+
+    def left(self) -> float:
+        return self.deadline - time.monotonic()
+
+    def write(self, name: str, data) -> None:
+        (self.out / name).write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
+
+    def stage(self, name: str, fn) -> None:
+        t0 = time.monotonic()
+        try:
+            fn()
+            status = "done"
+        except Exception as exc:   # noqa: BLE001 - one failed stage must not lose the others
+            status = f"failed: {type(exc).__name__}: {exc}"
+            (self.out / f"error-{name}.txt").write_text(traceback.format_exc())
+        self.summary["stages"][name] = {"status": status, "wall_s": round(time.monotonic() - t0, 2)}
+        print(f"[fp32_gemm] {name}: {status} ({time.monotonic() - t0:.1f} s, {self.left():.0f} s left)", flush=True)
+        self.write("summary.json", self.summary)
+
+
+def load_module(rel: str, name: str):
+    spec = importlib.util.spec_from_file_location(name, ROOT / rel)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def environment(torch, triton) -> dict:
+    env = {"torch": torch.__version__, "triton": triton.__version__, "python": platform.python_version(),
+           "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": "cpu", "gpu": "cpu"}
+    if torch.cuda.is_available():
+        from kernelrag.verify.ceilings import driver_version
+
+        props = torch.cuda.get_device_properties(0)
+        env.update(device="cuda", gpu=props.name, sm_count=props.multi_processor_count, driver=driver_version(),
+                   cuda=torch.version.cuda)
+    return env
+
+
+def reference64(torch, a, w_or_b, bias, epilogue, b_is_weight):
+    ref = a.double() @ (w_or_b.double().t() if b_is_weight else w_or_b.double())
+    if bias is not None:
+        ref = ref + bias.double()
+    if epilogue == "relu":
+        ref = torch.relu(ref)
+    elif epilogue == "gelu":
+        ref = torch.nn.functional.gelu(ref)
+    elif epilogue == "gelu_tanh":
+        ref = torch.nn.functional.gelu(ref, approximate="tanh")
+    return ref
+
+
+def checker(ref64):
+    def check(out):
+        err = float((out.double() - ref64).norm() / ref64.norm())
+        return err <= CHECK_REL_ERR, f"relative error {err:.3g} against fp64 (tolerance {CHECK_REL_ERR:g})"
+    return check
+
+
+class Tuner:
+    """Runs the tuning memory for one skill at one shape, with the graph and store under --out."""
+
+    def __init__(self, run: Run, torch, triton, env: dict):
+        from kernelrag.config import load_settings
+        from kernelrag.memory.graph import ReasoningGraph
+        from kernelrag.memory.tuning import TuningStore
+
+        self.run, self.torch, self.env = run, torch, env
+        self.settings = load_settings(home=run.out / "home", seed_skills_dir=ROOT / "skills")
+        self.graph = ReasoningGraph(self.settings)
+        self.store = TuningStore(self.settings.cache_dir)
+        self.dev = "cpu" if run.cpu else "cuda"
+        self.modules = {name: load_module(spec[0], name) for name, spec in SKILLS.items()}
+
+    def tune(self, skill: str, m: int, n: int, k: int, top_k: int) -> dict:
+        from kernelrag.memory.tuning import TuningKey, autotune, config_dict
+        from kernelrag.patterns import size_class
+        from kernelrag.verify.tune import time_configs, time_configs_cpu
+
+        torch = self.torch
+        rel, fn_name, _, epilogue = SKILLS[skill]
+        mod = self.modules[skill]
+        launcher = getattr(mod, fn_name)
+        gen = torch.Generator(device=self.dev).manual_seed(m * 7 + n * 3 + k)
+        a = torch.randn(m, k, device=self.dev, generator=gen)
+        if skill == "matmul_tf32x3":
+            b, bias = torch.randn(k, n, device=self.dev, generator=gen), None
+            launch = lambda cfg: launcher(a, b, config=cfg)   # noqa: E731
+            dtypes = [str(a.dtype), str(b.dtype)]
+        else:
+            b = torch.randn(n, k, device=self.dev, generator=gen) / k ** 0.5
+            bias = torch.randn(n, device=self.dev, generator=gen)
+            launch = lambda cfg: launcher(a, b, bias, config=cfg)   # noqa: E731
+            dtypes = [str(a.dtype), str(b.dtype), str(bias.dtype)]
+        check = checker(reference64(torch, a, b, bias, epilogue, skill != "matmul_tf32x3"))
+        key = TuningKey.make((ROOT / rel).read_text(), {"M": m, "N": n, "K": k}, dtypes, self.env)
+        timer = time_configs_cpu if self.run.cpu else time_configs
+        options = {"iters": 3} if self.run.cpu else {"iters": 30, "warmup": 2}
+        t0 = time.monotonic()
+        result = autotune(key, [config_dict(c) for c in mod.CONFIGS], launch, check, self.store,
+                          graph=self.graph, pattern=PATTERNS[skill], top_k=top_k, skill=skill,
+                          transformations=["tiling", "tensor_cores", "grouped_ordering"],
+                          regime={"input_shapes": [[m, k], [k, n] if skill == "matmul_tf32x3" else [n, k]],
+                                  "dtypes": ["float32"], "size_class": size_class(max(m * k, m * n, n * k))},
+                          log_id=f"tune-{self.env['date'][:10]}-{skill}-{m}x{n}x{k}", timer=timer,
+                          timer_options=options)
+        out = result.to_dict()
+        out.update(skill=skill, shape={"M": m, "N": n, "K": k}, wall_s=round(time.monotonic() - t0, 2),
+                   flops=2 * m * n * k)
+        if result.winner_ms:
+            out["winner_tflops"] = 2 * m * n * k / (result.winner_ms * 1e-3) / 1e12
+        self.launch, self.arrays = launch, (a, b, bias)
+        del gen
+        return out
+
+
+def stage_ceilings(run: Run, torch) -> None:
+    if run.cpu:
+        run.summary["ceilings"] = "not measured: no GPU"
+        return
+    from kernelrag.verify.ceilings import get_ceilings
+
+    data = get_ceilings(run.out / "home" / "cache", refresh=True)   # cached where the verifications look
+    run.write("ceilings.json", data)
+    run.summary["ceilings"] = {k: data.get(k) for k in ("copy_gbps", "bf16_tflops", "fp32_tflops")}
+    run.summary["ceilings"]["fp32_paths"] = {p: {"tflops": v["tflops"], "rel_err": v["rel_err"]}
+                                             for p, v in data["fp32_paths"].items()}
+
+
+def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
+    from kernelrag.verify.gemm_paths import measure_fp32_paths, rel_err, time_ms
+    from kernelrag.verify.timing import summarize
+
+    rows, tunings = [], []
+    for i, n in enumerate(sizes):
+        if run.left() < 60 and i:
+            rows.append({"n": n, "skipped": "time budget"})
+            continue
+        tuned = tuner.tune("matmul_tf32x3", n, n, n, top_k=8 if i == 0 else 4)
+        tunings.append(tuned)
+        row = {"n": n, "paths": {}}
+        if not run.cpu:
+            row["paths"] = measure_fp32_paths(n, warmup=2, trials=10 if n < 8192 else 5)
+        a, b, _ = tuner.arrays
+        ref64 = a.double() @ b.double()
+        winner = tuned["winner"]
+        flush = torch.empty(256 * 1024**2 if not run.cpu else 1024, dtype=torch.uint8, device=a.device)
+        for name, bb in (("skill_tf32x3", b), ("skill_tf32x3_b_kmajor", b.t().contiguous().t())):
+            run_fn = lambda bb=bb: tuner.modules["matmul_tf32x3"].matmul_tf32x3(a, bb, config=winner)   # noqa: E731
+            if run.cpu:
+                stats = {"median_ms": None, "note": "interpreter: correctness only"}
+                out = run_fn()
+            else:
+                stats = summarize(time_ms(torch, run_fn, 2, 10 if n < 8192 else 5, flush))
+                out = run_fn()
+                torch.cuda.synchronize()
+            entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner,
+                     "how": "matmul_tf32x3 skill, tuned config" + (", B given K-major (no transpose)"
+                                                                   if name.endswith("kmajor") else
+                                                                   ", B as stored (one-pass transpose timed)")}
+            if stats.get("median_ms"):
+                entry["tflops"] = 2 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
+            row["paths"][name] = entry
+        ieee = row["paths"].get("ieee", {}).get("tflops")
+        for name, entry in row["paths"].items():
+            if ieee and entry.get("tflops"):
+                entry["x_cublas_fp32"] = entry["tflops"] / ieee
+        rows.append(row)
+        run.write("gemm.json", rows)
+        del a, b, ref64, flush
+        if not run.cpu:
+            torch.cuda.empty_cache()
+    run.summary["gemm"] = [{"n": r["n"], **{p: {k: e.get(k) for k in ("tflops", "rel_err", "x_cublas_fp32")}
+                                            for p, e in r.get("paths", {}).items()}} for r in rows]
+    goal = [r for r in rows if "skill_tf32x3" in r.get("paths", {})]
+    run.summary["goal"] = {
+        "target": f">= {GOAL_SPEEDUP}x cuBLAS fp32 at relative error <= {GOAL_REL_ERR:g}",
+        "per_size": {str(r["n"]): {"x_cublas_fp32": r["paths"]["skill_tf32x3"].get("x_cublas_fp32"),
+                                   "rel_err": r["paths"]["skill_tf32x3"]["rel_err"],
+                                   "met": bool((r["paths"]["skill_tf32x3"].get("x_cublas_fp32") or 0) >= GOAL_SPEEDUP
+                                               and r["paths"]["skill_tf32x3"]["rel_err"] <= GOAL_REL_ERR)}
+                     for r in goal}}
+    run.tunings = tunings
+
+
+def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], first_n: int) -> None:
+    m, n, k = linear_shape
+    results = list(getattr(run, "tunings", []))
+    for skill in ("linear_relu_tf32x3", "linear_gelu_tanh_tf32x3", "linear_gelu_tf32x3"):
+        if run.left() < 45:
+            results.append({"skill": skill, "skipped": "time budget"})
+            continue
+        results.append(tuner.tune(skill, m, n, k, top_k=4))
+        run.write("tuning.json", results)
+    again = tuner.tune("matmul_tf32x3", first_n, first_n, first_n, top_k=8)   # same key: memory answers
+    again["repeat_of_first_key"] = True
+    results.append(again)
+    run.write("tuning.json", results)
+    run.summary["tuning"] = [{k: r.get(k) for k in ("skill", "shape", "winner", "winner_ms", "winner_tflops",
+                                                      "from_cache", "reverified", "timed", "graph_records",
+                                                      "wall_s", "skipped")} for r in results]
+    records = [rec for edge in tuner.graph.g.edges(data=True) for rec in edge[2].get("records", [])
+               if rec.get("config")]
+    unique = {rec["rid"]: rec for rec in records}
+    with open(run.out / "evidence-configs.jsonl", "w") as fh:
+        for rec in sorted(unique.values(), key=lambda r: (r["pattern"], r["log_id"], r["config"])):
+            fh.write(json.dumps({k: v for k, v in rec.items() if k != "rid"}, sort_keys=True) + "\n")
+    run.summary["evidence_records"] = len(unique)
+
+
+def stage_verify(run: Run, tuner: Tuner) -> None:
+    from kernelrag.memory.tuning import pinned_source
+    from kernelrag.verify import verify_source
+
+    winners = {}   # per skill, the tuning at the suite task's rows (M) when there is one
+    for r in getattr(run, "tunings_all", []):
+        if r.get("winner") and r.get("skill"):
+            if r["skill"] not in winners or r["shape"]["M"] == TASK_ROWS.get(r["skill"]):
+                winners[r["skill"]] = r
+    out = {}
+    for skill, (rel, _, task, _) in SKILLS.items():
+        if run.left() < 50:
+            out[skill] = {"skipped": "time budget"}
+            continue
+        source = (ROOT / rel).read_text()
+        tuned = winners.get(skill)
+        if tuned:
+            source = pinned_source(source, tuned["winner"], f"tuned: key {tuned['key_id']} on {tuner.env['gpu']}")
+        task_path = ROOT / (task if not run.cpu else rel.replace("kernel.py", "reference.py"))
+        t0 = time.monotonic()
+        v = verify_source(task_path.read_text(), source, device=run.device, profile=True,
+                          timeout_s=min(240.0, max(30.0, run.left() - 10)),
+                          cache_dir=tuner.settings.cache_dir)
+        data = v.to_dict()
+        data.update(skill=skill, task=str(task_path.relative_to(ROOT)), pinned_config=tuned and tuned["winner"],
+                    verify_wall_s=round(time.monotonic() - t0, 2), summary_line=v.summary(), feedback=v.feedback())
+        run.write(f"verify-{skill}.json", data)
+        out[skill] = {k: data.get(k) for k in ("status", "reason", "speedup_vs_eager", "speedup_vs_compile",
+                                               "achieved_tflops", "frac_roofline", "ceiling", "precision",
+                                               "rel_norm_err", "verify_wall_s")}
+        out[skill]["profile_main"] = (v.profile or {}).get("main") or (v.profile or {}).get("note")
+        run.summary["verify"] = out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                     epilog="example: PYTHONPATH=. python3 bench/fp32_gemm.py --out /tmp/out")
+    parser.add_argument("--out", required=True, help="directory for the results JSON files")
+    parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
+                        help="cpu: a dry run on tiny shapes under Triton's interpreter")
+    parser.add_argument("--budget-s", type=float, default=330.0, help="start no new stage after this (default 330)")
+    parser.add_argument("--no-verify", action="store_true", help="skip stage 4 (the verifier runs)")
+    args = parser.parse_args(argv)
+    if args.device == "cpu":
+        os.environ["TRITON_INTERPRET"] = "1"      # before triton is imported
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    import torch
+    import triton
+
+    if args.device == "cuda" and not torch.cuda.is_available():
+        print("fp32_gemm: no CUDA device; run with --device cpu for a dry run", file=sys.stderr)
+        return 2
+    run = Run(out, args.device, args.budget_s)
+    env = environment(torch, triton)
+    run.summary["env"] = env
+    run.write("env.json", env)
+    sizes = [48, 80] if run.cpu else [2048, 4096, 8192]
+    linear = (64, 48, 80) if run.cpu else (8192, 4096, 4096)
+    run.stage("ceilings", lambda: stage_ceilings(run, torch))
+    tuner = Tuner(run, torch, triton, env)
+    run.stage("gemm", lambda: stage_gemm(run, torch, tuner, sizes))
+    run.stage("tuning", lambda: stage_tuning(run, tuner, linear, sizes[0]))
+    run.tunings_all = json.loads((out / "tuning.json").read_text()) if (out / "tuning.json").is_file() else []
+    if not args.no_verify:
+        run.stage("verify", lambda: stage_verify(run, tuner))
+    run.write("summary.json", run.summary)
+    print(json.dumps(run.summary.get("goal", {}), indent=1))
+    return 0 if all(s["status"] == "done" for s in run.summary["stages"].values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
