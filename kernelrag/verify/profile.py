@@ -192,10 +192,10 @@ def _run_child(job: dict[str, Any]) -> int:
     for _ in range(WARMUP_CALLS):
         model(*inputs)
     torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStart()
+    torch.cuda.profiler.start()
     model(*inputs)
     torch.cuda.synchronize()
-    torch.cuda.cudart().cudaProfilerStop()
+    torch.cuda.profiler.stop()
     return 0
 
 

@@ -1,0 +1,148 @@
+"""The tuning memory: keys, the store, graph-ranked searches, cached winners re-verified."""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import pytest
+
+from kernelrag.config import load_settings
+from kernelrag.errors import KernelRAGError
+from kernelrag.memory.graph import ReasoningGraph
+from kernelrag.memory.tuning import (TuningKey, TuningStore, autotune, config_dict, config_id, pinned_source,
+                                     rank_configs)
+
+ROOT = Path(__file__).resolve().parents[1]
+KERNEL = ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
+ENV = {"gpu": "NVIDIA H200", "torch": "2.11.0+cu130", "triton": "3.6.0"}
+CONFIGS = [{"BLOCK_M": bm, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+           for bm in (64, 128, 256)]
+
+
+class FakeTimer:
+    """Stands in for the GPU timer: a fixed median per BLOCK_M, and a record of what it was asked."""
+
+    def __init__(self, ms_by_block_m):
+        self.ms, self.calls = ms_by_block_m, []
+
+    def __call__(self, runs, check=None, **options):
+        self.calls.append(sorted(runs))
+        out = {}
+        for name, run in runs.items():
+            passed, detail = check(run())
+            block_m = int(name.split("BLOCK_M=")[1].split(",")[0])
+            out[name] = ({"status": "ok", "detail": detail, "median_ms": self.ms[block_m], "iqr_ms": 0.01,
+                          "trials": 30} if passed else {"status": "incorrect", "detail": detail})
+        return out
+
+
+def _key(source="src", m=4096):
+    return TuningKey.make(source, {"M": m, "N": 4096, "K": 4096}, ["torch.float32", "torch.float32"], ENV)
+
+
+def _graph(tmp_path):
+    return ReasoningGraph(load_settings(home=tmp_path / "home"))
+
+
+def test_key_follows_what_triton_keys_by():
+    base = _key()
+    assert base.id == _key().id and base.dtypes == ("float32", "float32")
+    assert dict(base.key) == {"K": 4096, "M": 4096, "N": 4096}
+    assert len({base.id, _key(source="other").id, _key(m=2048).id,
+                TuningKey.make("src", {"M": 4096, "N": 4096, "K": 4096}, ["float32"] * 2,
+                               {**ENV, "triton": "3.5.0"}).id}) == 4
+    with pytest.raises(KernelRAGError, match="GPU name"):
+        TuningKey.make("src", {}, [], {"gpu": None, "torch": "2", "triton": "3"})
+
+
+def test_config_dict_and_id_from_triton_configs():
+    import triton
+
+    cfg = triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3)
+    assert config_dict(cfg) == {"BLOCK_M": 128, "BLOCK_N": 64, "num_warps": 4, "num_stages": 3}
+    assert config_id(cfg) == "BLOCK_M=128,BLOCK_N=64,num_stages=3,num_warps=4" == config_id(config_dict(cfg))
+
+
+def test_search_writes_every_result_and_the_next_call_skips_it(tmp_path):
+    store, graph = TuningStore(tmp_path / "cache"), _graph(tmp_path)
+    timer = FakeTimer({64: 2.0, 128: 1.0, 256: 1.5})
+    launched = []
+
+    def launch(cfg):
+        launched.append(cfg["BLOCK_M"])
+        return cfg["BLOCK_M"]
+
+    first = autotune(_key(), CONFIGS, launch, lambda out: (True, "ok"), store, graph=graph, pattern="matmul",
+                     transformations=["tiling"], timer=timer, skill="matmul_tf32x3")
+    assert not first.from_cache and first.winner["BLOCK_M"] == 128 and first.winner_ms == 1.0
+    assert len(first.timed) == 3 and first.graph_records == 3
+    entry = json.loads(store.path.read_text())["entries"][_key().id]
+    assert entry["winner"] == config_id(CONFIGS[1]) and len(entry["results"]) == 3
+    outcomes = sorted((r["config"].split(",")[1], r["outcome"], round(r["rel_to_best"], 3))
+                      for r in graph.why("matmul", "autotuned_block_sizes").records if r.get("config"))
+    assert outcomes == [("BLOCK_M=128", "success", 1.0), ("BLOCK_M=256", "slower", 0.667),
+                        ("BLOCK_M=64", "slower", 0.5)]
+    launched.clear()
+    again = autotune(_key(), CONFIGS, launch, lambda out: (True, "still right"), store, graph=graph,
+                     pattern="matmul", timer=timer)
+    assert again.from_cache and again.winner["BLOCK_M"] == 128 and "re-verified" in again.reverified
+    assert launched == [128] and len(timer.calls) == 1          # one re-check launch, no timing
+
+
+def test_a_cached_winner_that_fails_its_recheck_is_not_trusted(tmp_path):
+    store = TuningStore(tmp_path)
+    timer = FakeTimer({64: 2.0, 128: 1.0, 256: 1.5})
+    autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], lambda out: (True, "ok"), store, timer=timer)
+    wrong_for_128 = lambda out: (out != 128, "rel err 0.3" if out == 128 else "ok")   # noqa: E731
+    result = autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], wrong_for_128, store, timer=timer)
+    assert not result.from_cache and "failed re-verification: rel err 0.3" in result.reverified
+    assert result.winner["BLOCK_M"] == 256                      # the next best stored result
+    stored = store.get(_key())
+    assert stored["results"][config_id(CONFIGS[1])]["status"] == "incorrect"
+    assert stored["winner"] == config_id(CONFIGS[2])
+
+
+def test_failed_configs_are_evidence_too(tmp_path):
+    store, graph = TuningStore(tmp_path / "c"), _graph(tmp_path)
+    timer = FakeTimer({64: 2.0, 128: 1.0, 256: 1.5})
+    result = autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], lambda out: (out != 256, "bad" if out == 256 else "ok"),
+                      store, graph=graph, pattern="matmul", timer=timer)
+    assert result.winner["BLOCK_M"] == 128
+    outcome = {r["config"].split(",")[1]: r["outcome"]
+               for r in graph.why("matmul", "autotuned_block_sizes").records if r.get("config")}
+    assert outcome["BLOCK_M=256"] == "incorrect"
+
+
+def test_ranking_follows_the_evidence_of_related_patterns(tmp_path):
+    store, graph = TuningStore(tmp_path / "c"), _graph(tmp_path)
+    assert [c["BLOCK_M"] for c in rank_configs(CONFIGS, graph, "matmul>add>relu", ENV["gpu"])] == [64, 128, 256]
+    autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], lambda out: (True, "ok"), store, graph=graph, pattern="matmul",
+             timer=FakeTimer({64: 3.0, 128: 1.0, 256: 1.2}))
+    ranked = [c["BLOCK_M"] for c in rank_configs(CONFIGS, graph, "matmul>add>relu", ENV["gpu"])]
+    assert ranked == [128, 256, 64]
+    assert [c["BLOCK_M"] for c in rank_configs(CONFIGS, graph, "matmul", "NVIDIA A100")] == [64, 128, 256]
+    timer = FakeTimer({64: 3.0, 128: 1.0, 256: 1.2})
+    linear_key = TuningKey.make("linear", {"M": 8192, "N": 4096, "K": 4096}, ["float32"] * 3, ENV)
+    top = autotune(linear_key, CONFIGS, lambda c: c["BLOCK_M"], lambda out: (True, "ok"), store, graph=graph,
+                   pattern="matmul>add>relu", timer=timer, top_k=2)
+    assert timer.calls == [sorted(config_id(c) for c in CONFIGS[1:])] and top.winner["BLOCK_M"] == 128
+
+
+def test_pinned_source_keeps_one_config_and_still_parses():
+    source = KERNEL.read_text()
+    cfg = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
+    pinned = pinned_source(source, cfg, "tuned: key abc")
+    tree = ast.parse(pinned)
+    configs = next(n for n in tree.body if isinstance(n, ast.Assign) and n.targets[0].id == "CONFIGS")
+    assert len(configs.value.elts) == 1 and "# tuned: key abc" in pinned
+    assert pinned.count("triton.Config(") == 1 and "def matmul_tf32x3(" in pinned
+    with pytest.raises(KernelRAGError, match="CONFIGS"):
+        pinned_source("x = 1\n", cfg)
+
+
+def test_store_rejects_a_foreign_file(tmp_path):
+    store = TuningStore(tmp_path)
+    store.path.write_text('{"format": "something-else"}')
+    with pytest.raises(KernelRAGError, match="not a kernelrag-tuning file"):
+        store.get(_key())
