@@ -18,8 +18,10 @@ Stages, each writing its JSON file into --out as soon as it is done:
    at the suite's 8192 x 4096 x 4096, then one repeated key to show the search skipped
    and the cached winner re-verified; every configuration's result is also a graph
    record (``evidence-configs.jsonl``, in skills/evidence.jsonl's format);
-4. ``verify-<skill>.json``: the verifier on the suite tasks with each skill pinned to its
-   tuned configuration, with the ncu profile (``profile=True``), while time is left.
+4. ``verify-<skill>.json``, ``measure-skills.jsonl``: each new skill measured the way
+   ``kernelrag.bench.measure_skills`` measures seed skills, with the ncu profile
+   (``profile=True``), while time is left; apply the results with
+   ``python3 -m kernelrag.bench.measure_skills --apply measure-skills.jsonl``.
 
 ``summary.json`` says whether fp32 GEMM reached 2x cuBLAS fp32 at relative error <= 1e-6.
 ``--device cpu`` runs every stage on tiny shapes under Triton's interpreter (no ceilings,
@@ -50,8 +52,6 @@ SKILLS = {   # skill -> (kernel file, launcher, suite task, epilogue on the fp64
     "linear_gelu_tf32x3": ("skills/matmul_add_gelu/linear_gelu_tf32x3/kernel.py", "linear_gelu_tf32x3",
                            "skills/matmul_add_gelu/linear_gelu_tf32x3/reference.py", "gelu"),
 }
-TASK_ROWS = {"matmul_tf32x3": 4096, "linear_relu_tf32x3": 8192, "linear_gelu_tanh_tf32x3": 8192,
-             "linear_gelu_tf32x3": 1024}
 PATTERNS = {"matmul_tf32x3": "matmul", "linear_relu_tf32x3": "matmul>add>relu",
             "linear_gelu_tanh_tf32x3": "matmul>add>gelu[approximate=tanh]", "linear_gelu_tf32x3": "matmul>add>gelu"}
 
@@ -273,31 +273,35 @@ def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], fir
 
 
 def stage_verify(run: Run, tuner: Tuner) -> None:
-    from kernelrag.memory.tuning import pinned_source
+    """Each new skill measured as ``kernelrag.bench.measure_skills`` measures seed skills (its
+    kernel.py against its reference.py), with the ncu profile; ``measure-skills.jsonl`` is
+    the file ``measure_skills --apply`` writes into skill.toml and skills/evidence.jsonl."""
+    from kernelrag.bench.measure_skills import measure
+    from kernelrag.memory.skills import SkillLibrary
     from kernelrag.verify import verify_source
 
-    winners = {}   # per skill, the tuning at the suite task's rows (M) when there is one
-    for r in getattr(run, "tunings_all", []):
-        if r.get("winner") and r.get("skill"):
-            if r["skill"] not in winners or r["shape"]["M"] == TASK_ROWS.get(r["skill"]):
-                winners[r["skill"]] = r
+    library = SkillLibrary(tuner.settings)
+    verdicts: dict = {}
+
+    def verify_fn(task: str, candidate: str, **options):
+        t0 = time.monotonic()
+        v = verify_source(Path(task).read_text(), Path(candidate).read_text(), profile=True,
+                          cache_dir=tuner.settings.cache_dir, **options)
+        verdicts["last"] = (v, round(time.monotonic() - t0, 2))
+        return v
+
     out = {}
-    for skill, (rel, _, task, _) in SKILLS.items():
+    for skill in SKILLS:
         if run.left() < 50:
             out[skill] = {"skipped": "time budget"}
             continue
-        source = (ROOT / rel).read_text()
-        tuned = winners.get(skill)
-        if tuned:
-            source = pinned_source(source, tuned["winner"], f"tuned: key {tuned['key_id']} on {tuner.env['gpu']}")
-        task_path = ROOT / (task if not run.cpu else rel.replace("kernel.py", "reference.py"))
-        t0 = time.monotonic()
-        v = verify_source(task_path.read_text(), source, device=run.device, profile=True,
-                          timeout_s=min(240.0, max(30.0, run.left() - 10)),
-                          cache_dir=tuner.settings.cache_dir)
+        result = measure(library.get(skill), verify_fn, device=run.device, trials=5,
+                         timeout_s=min(240.0, max(30.0, run.left() - 10)))
+        with open(run.out / "measure-skills.jsonl", "a") as fh:
+            fh.write(json.dumps(result, sort_keys=True) + "\n")
+        v, wall = verdicts["last"]
         data = v.to_dict()
-        data.update(skill=skill, task=str(task_path.relative_to(ROOT)), pinned_config=tuned and tuned["winner"],
-                    verify_wall_s=round(time.monotonic() - t0, 2), summary_line=v.summary(), feedback=v.feedback())
+        data.update(skill=skill, verify_wall_s=wall, summary_line=v.summary(), feedback=v.feedback())
         run.write(f"verify-{skill}.json", data)
         out[skill] = {k: data.get(k) for k in ("status", "reason", "speedup_vs_eager", "speedup_vs_compile",
                                                "achieved_tflops", "frac_roofline", "ceiling", "precision",
@@ -312,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True, help="directory for the results JSON files")
     parser.add_argument("--device", choices=["cuda", "cpu"], default="cuda",
                         help="cpu: a dry run on tiny shapes under Triton's interpreter")
-    parser.add_argument("--budget-s", type=float, default=330.0, help="start no new stage after this (default 330)")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="start no new stage or skill after this many seconds (default 300)")
     parser.add_argument("--no-verify", action="store_true", help="skip stage 4 (the verifier runs)")
     args = parser.parse_args(argv)
     if args.device == "cpu":
@@ -336,7 +340,6 @@ def main(argv: list[str] | None = None) -> int:
     tuner = Tuner(run, torch, triton, env)
     run.stage("gemm", lambda: stage_gemm(run, torch, tuner, sizes))
     run.stage("tuning", lambda: stage_tuning(run, tuner, linear, sizes[0]))
-    run.tunings_all = json.loads((out / "tuning.json").read_text()) if (out / "tuning.json").is_file() else []
     if not args.no_verify:
         run.stage("verify", lambda: stage_verify(run, tuner))
     run.write("summary.json", run.summary)

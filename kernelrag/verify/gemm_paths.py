@@ -11,13 +11,16 @@ each one's relative error ``||C - C64|| / ||C64||`` against the same product in 
 The ceilings (``ceilings.measure_ceilings``) keep all three, and the roofline of an fp32
 task uses the fastest one that passes its tolerance (``precision.fp32_ceiling``).
 Times are medians of CUDA events captured before any candidate loaded, L2 flushed
-before each call. torch and triton are imported on first use; this module runs on the
-GPU machine.
+before each call. Imports triton (torch on first use); ``ceilings`` imports this
+module only when it measures, on the GPU machine.
 """
 from __future__ import annotations
 
 import functools
 from typing import Any, Callable
+
+import triton
+import triton.language as tl
 
 TF32X3_CONFIG = {"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "num_warps": 8, "num_stages": 3}
 PATH_HOW = {
@@ -27,51 +30,43 @@ PATH_HOW = {
 }
 
 
-@functools.lru_cache(maxsize=1)
-def _tf32x3_kernel():
-    import triton
-    import triton.language as tl
-
-    @triton.jit
-    def tf32x3_matmul_kernel(a_ptr, bt_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
-                             stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
-                             BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
-        pid = tl.program_id(0)
-        num_pid_m = tl.cdiv(M, BLOCK_M)
-        num_pid_n = tl.cdiv(N, BLOCK_N)
-        num_pid_in_group = GROUP_M * num_pid_n
-        first_pid_m = (pid // num_pid_in_group) * GROUP_M
-        group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
-        pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
-        pid_n = (pid % num_pid_in_group) // group_size_m
-        offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-        offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-        offs_k = tl.arange(0, BLOCK_K)
-        a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
-        b_ptrs = bt_ptr + offs_n[:, None] * stride_bn + offs_k[None, :] * stride_bk
-        acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-        for k0 in range(0, K, BLOCK_K):
-            k_ok = (k0 + offs_k) < K
-            a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & k_ok[None, :], other=0.0)
-            b = tl.load(b_ptrs, mask=(offs_n[:, None] < N) & k_ok[None, :], other=0.0)
-            acc = tl.dot(a, tl.trans(b), acc, input_precision="tf32x3")
-            a_ptrs += BLOCK_K * stride_ak
-            b_ptrs += BLOCK_K * stride_bk
-        c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
-        tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
-
-    return tf32x3_matmul_kernel
+@triton.jit
+def tf32x3_matmul_kernel(a_ptr, bt_ptr, c_ptr, M, N, K, stride_am, stride_ak, stride_bn, stride_bk,
+                         stride_cm, stride_cn, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
+                         BLOCK_K: tl.constexpr, GROUP_M: tl.constexpr):
+    """C = A @ B with B given as B^T [N, K]: both operands K-major, 3xTF32 tensor-core products."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    b_ptrs = bt_ptr + offs_n[:, None] * stride_bn + offs_k[None, :] * stride_bk
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + offs_k) < K
+        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=(offs_n[:, None] < N) & k_ok[None, :], other=0.0)
+        acc = tl.dot(a, tl.trans(b), acc, input_precision="tf32x3")
+        a_ptrs += BLOCK_K * stride_ak
+        b_ptrs += BLOCK_K * stride_bk
+    c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
+    tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
 
 
 def tf32x3_matmul(a: Any, bt: Any, out: Any, config: dict[str, int] | None = None) -> Any:
     """out = a @ bt^T with 3xTF32 (a [M, K], bt [N, K], both K-contiguous)."""
-    import triton
-
     cfg = dict(TF32X3_CONFIG, **(config or {}))
     M, K = a.shape
     N = bt.shape[0]
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
-    _tf32x3_kernel()[grid](a, bt, out, M, N, K, a.stride(0), a.stride(1), bt.stride(0), bt.stride(1),
+    tf32x3_matmul_kernel[grid](a, bt, out, M, N, K, a.stride(0), a.stride(1), bt.stride(0), bt.stride(1),
                            out.stride(0), out.stride(1), **cfg)
     return out
 

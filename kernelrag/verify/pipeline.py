@@ -168,7 +168,7 @@ def _profile(v: Verdict, task_src: str, candidate_src: str, timeout_s: float) ->
     else:
         from kernelrag.verify.profile import profile_candidate
 
-        v.profile = profile_candidate(task_src, candidate_src, timeout_s=timeout_s, seed=v.seed or 0)
+        v.profile = profile_candidate(task_src, candidate_src, timeout_s=min(timeout_s, 180.0), seed=v.seed or 0)
     if not v.profile.get("profiled"):
         v.warnings.append(f"profile: {v.profile['note']}; event timing only")
 
