@@ -17,7 +17,8 @@ Stages, each writing its JSON file into --out as soon as it is done:
    the top ones the graph's evidence ranks), the linear + ReLU / GELU / tanh-GELU skills
    at the suite's 8192 x 4096 x 4096, then one repeated key to show the search skipped
    and the cached winner re-verified; every configuration's result is also a graph
-   record (``evidence-configs.jsonl``, in skills/evidence.jsonl's format);
+   record, and so is every precision path and layout of stage 2 against cuBLAS fp32
+   (``evidence-configs.jsonl``, in skills/evidence.jsonl's format);
 4. ``verify-<skill>.json``, ``measure-skills.jsonl``: each new skill measured the way
    ``kernelrag.bench.measure_skills`` measures seed skills, with the ncu profile
    (``profile=True``), while time is left; apply the results with
@@ -163,7 +164,8 @@ class Tuner:
         t0 = time.monotonic()
         result = autotune(key, [config_dict(c) for c in mod.CONFIGS], launch, check, self.store,
                           graph=self.graph, pattern=PATTERNS[skill], top_k=top_k, skill=skill,
-                          transformations=["tiling", "tensor_cores", "grouped_ordering"],
+                          transformations=["tiling", "tensor_cores", "split_precision_tf32x3",
+                                           "k_major_operands", "grouped_ordering"],
                           regime={"input_shapes": [[m, k], [k, n] if skill == "matmul_tf32x3" else [n, k]],
                                   "dtypes": ["float32"], "size_class": size_class(max(m * k, m * n, n * k))},
                           log_id=f"tune-{self.env['date'][:10]}-{skill}-{m}x{n}x{k}", timer=timer,
@@ -231,6 +233,8 @@ def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
                 entry["x_cublas_fp32"] = entry["tflops"] / ieee
         rows.append(row)
         run.write("gemm.json", rows)
+        if not run.cpu:
+            path_evidence(tuner, row)
         del a, b, ref64, flush
         if not run.cpu:
             torch.cuda.empty_cache()
@@ -245,6 +249,44 @@ def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
                                                and r["paths"]["skill_tf32x3"]["rel_err"] <= GOAL_REL_ERR)}
                      for r in goal}}
     run.tunings = tunings
+
+
+PATH_TRANSFORMATIONS = {   # what each measured path tried, in the graph's vocabulary
+    "tf32": ["tensor_cores"],
+    "tf32x3": ["tensor_cores", "split_precision_tf32x3", "k_major_operands", "tiling", "grouped_ordering"],
+    "skill_tf32x3": ["tensor_cores", "split_precision_tf32x3", "k_major_operands", "tiling", "grouped_ordering",
+                     "autotuned_block_sizes"],
+    "skill_tf32x3_b_kmajor": ["tensor_cores", "split_precision_tf32x3", "k_major_operands", "tiling",
+                              "grouped_ordering", "autotuned_block_sizes"],
+}
+
+
+def path_evidence(tuner: Tuner, row: dict) -> None:
+    """One graph record per precision path and layout, against cuBLAS fp32 (the fp32 task's
+    eager reference): "success" when faster at fp32 tolerance, "slower", or "incorrect"
+    when the error fails the fp32 tolerance (TF32), so the losing paths are evidence too."""
+    ieee = row["paths"].get("ieee")
+    if not ieee:
+        return
+    records = []
+    for name, tids in PATH_TRANSFORMATIONS.items():
+        e = row["paths"].get(name)
+        if not e or not e.get("median_ms"):
+            continue
+        speedup = ieee["median_ms"] / e["median_ms"]
+        outcome = ("incorrect" if e["rel_err"] > CHECK_REL_ERR else "success" if speedup >= 1.0 else "slower")
+        records.append(dict(
+            pattern="matmul", transformations=tids, gpu=tuner.env["gpu"], outcome=outcome,
+            speedup_vs_eager=round(speedup, 4), dtype="float32",
+            regime={"input_shapes": [[row["n"]] * 2] * 2, "dtypes": ["float32", "float32"],
+                    "output_shape": [row["n"]] * 2, "size_class": "large"},
+            log_id=f"fp32-gemm-{tuner.env['date'][:10]}-{row['n']}", skill="matmul_tf32x3" if name.startswith("skill")
+            else None, versions={"torch": tuner.env["torch"], "triton": tuner.env["triton"],
+                                 "driver": tuner.env.get("driver")},
+            detail=f"{name} ({e['how']}): {e['tflops']:.1f} TFLOP/s vs cuBLAS fp32 {ieee['tflops']:.1f}, "
+                   f"relative error {e['rel_err']:.2g} (fp32 tolerance {CHECK_REL_ERR:g})",
+            kernel_ms=e["median_ms"], variant=f"path:{name}", rel_err=e["rel_err"]))
+    tuner.graph.record_many(records)
 
 
 def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], first_n: int) -> None:
@@ -264,7 +306,7 @@ def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], fir
                                                       "from_cache", "reverified", "timed", "graph_records",
                                                       "wall_s", "skipped")} for r in results]
     records = [rec for edge in tuner.graph.g.edges(data=True) for rec in edge[2].get("records", [])
-               if rec.get("config")]
+               if rec.get("config") or str(rec.get("log_id", "")).startswith("fp32-gemm-")]
     unique = {rec["rid"]: rec for rec in records}
     with open(run.out / "evidence-configs.jsonl", "w") as fh:
         for rec in sorted(unique.values(), key=lambda r: (r["pattern"], r["log_id"], r["config"])):

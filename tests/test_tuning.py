@@ -146,3 +146,25 @@ def test_store_rejects_a_foreign_file(tmp_path):
     store.path.write_text('{"format": "something-else"}')
     with pytest.raises(KernelRAGError, match="not a kernelrag-tuning file"):
         store.get(_key())
+
+
+def test_fp32_gemm_bench_records_each_path_against_cublas_fp32(tmp_path):
+    import importlib.util
+    from types import SimpleNamespace
+
+    spec = importlib.util.spec_from_file_location("fp32_gemm", ROOT / "bench" / "fp32_gemm.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    graph = _graph(tmp_path)
+    tuner = SimpleNamespace(graph=graph, env={**ENV, "date": "2026-12-01T00:00:00Z", "driver": "580"})
+    row = {"n": 4096, "paths": {
+        "ieee": {"median_ms": 2.7, "tflops": 51.0, "rel_err": 1.1e-6, "how": "cuBLAS fp32"},
+        "tf32": {"median_ms": 0.38, "tflops": 362.0, "rel_err": 2.9e-4, "how": "cuBLAS TF32"},
+        "skill_tf32x3": {"median_ms": 1.3, "tflops": 105.0, "rel_err": 2.5e-7, "how": "skill"},
+        "skill_tf32x3_b_kmajor": {"median_ms": 3.0, "tflops": 45.0, "rel_err": 2.5e-7, "how": "skill"}}}
+    bench.path_evidence(tuner, row)
+    got = {r["variant"]: (r["outcome"], r["speedup_vs_eager"])
+           for r in graph.why("matmul", "tensor_cores").records if r.get("variant", "").startswith("path:")}
+    assert got == {"path:tf32": ("incorrect", round(2.7 / 0.38, 4)),
+                   "path:skill_tf32x3": ("success", round(2.7 / 1.3, 4)),
+                   "path:skill_tf32x3_b_kmajor": ("slower", 0.9)}
