@@ -96,6 +96,8 @@ def test_source_precisions_and_description():
     cpu = precision.describe(["ieee"], ["runtime"], "cpu")
     assert "interpreter" in cpu
     assert "written in the source" in precision.describe([], ["default"], "cuda")
+    assert precision.describe([], ["default"], "cuda", ["torch.bfloat16", "torch.bfloat16"]) is None
+    assert precision.describe(["tf32x3"], [], "cuda", ["torch.float32"]).startswith("tf32x3")
 
 
 @pytest.mark.slow

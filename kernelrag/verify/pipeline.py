@@ -151,7 +151,8 @@ def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_
         v.warnings.append(f"get_inputs uses literal sizes {literal} that cannot be shrunk; they run as written")
     v = assemble(v, session, static)
     v.precision = describe_precision((session.result or session.phase1 or {}).get("dot_precisions"),
-                                     source_precisions(candidate_src), resolved)
+                                     source_precisions(candidate_src), resolved,
+                                     (session.ready or {}).get("input_dtypes"))
     if literal and v.status == "not_checkable":
         v.reason += f"; get_inputs uses literal sizes {literal}, which cannot be shrunk"
     if v.timed and not v.driver:

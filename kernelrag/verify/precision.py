@@ -63,8 +63,12 @@ def source_precisions(source: str) -> list[str]:
     return sorted(found)
 
 
-def describe(launched: Iterable[str] | None, written: Iterable[str] | None, device: str) -> str | None:
-    """One line naming the precision path(s) that ran, or None when the candidate has no dot."""
+def describe(launched: Iterable[str] | None, written: Iterable[str] | None, device: str,
+             input_dtypes: Iterable[str] | None = None) -> str | None:
+    """One line naming the precision path(s) that ran, or None when the candidate has no dot
+    or the task has no fp32 input (``input_precision`` only matters for fp32 operands)."""
+    if input_dtypes is not None and not any("float32" in str(d) for d in input_dtypes):
+        return None
     ran = sorted(set(launched or ()))
     src = sorted(set(written or ()) - {"runtime"})
     if not ran and not src and "runtime" not in set(written or ()):
