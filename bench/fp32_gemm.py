@@ -70,6 +70,16 @@ class Run:
     def write(self, name: str, data) -> None:
         (self.out / name).write_text(json.dumps(data, indent=1, sort_keys=True, default=str) + "\n")
 
+    def attempt(self, label: str, fn, *args, **kwargs):
+        """``fn(*args)``, or ``{"error": ...}`` (traceback in error-<label>.txt): one failed item
+        must not cost the rest of its stage."""
+        try:
+            return fn(*args, **kwargs)
+        except Exception as exc:   # noqa: BLE001
+            (self.out / f"error-{label}.txt").write_text(traceback.format_exc())
+            print(f"[fp32_gemm] {label}: {type(exc).__name__}: {exc}", flush=True)
+            return {"error": f"{type(exc).__name__}: {exc}"[:400]}
+
     def stage(self, name: str, fn) -> None:
         t0 = time.monotonic()
         try:
@@ -193,49 +203,55 @@ def stage_ceilings(run: Run, torch) -> None:
                                              for p, v in data["fp32_paths"].items()}
 
 
-def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
+def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) -> dict:
+    """One size: tune the skill, then every path side by side with its error against fp64."""
     from kernelrag.verify.gemm_paths import measure_fp32_paths, rel_err, time_ms
     from kernelrag.verify.timing import summarize
 
+    tuned = tuner.tune("matmul_tf32x3", n, n, n, top_k=top_k)
+    tunings.append(tuned)
+    row = {"n": n, "paths": {}}
+    if not run.cpu:
+        row["paths"] = measure_fp32_paths(n, warmup=2, trials=10 if n < 8192 else 5)
+    a, b, _ = tuner.arrays
+    ref64 = a.double() @ b.double()
+    winner = tuned["winner"]
+    flush = torch.empty(256 * 1024**2 if not run.cpu else 1024, dtype=torch.uint8, device=a.device)
+    for name, bb in (("skill_tf32x3", b), ("skill_tf32x3_b_kmajor", b.t().contiguous().t())):
+        run_fn = lambda bb=bb: tuner.modules["matmul_tf32x3"].matmul_tf32x3(a, bb, config=winner)   # noqa: E731
+        if run.cpu:
+            stats = {"median_ms": None, "note": "interpreter: correctness only"}
+            out = run_fn()
+        else:
+            stats = summarize(time_ms(torch, run_fn, 2, 10 if n < 8192 else 5, flush))
+            out = run_fn()
+            torch.cuda.synchronize()
+        entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner,
+                 "how": "matmul_tf32x3 skill, tuned config" + (", B given K-major (no transpose)"
+                                                               if name.endswith("kmajor") else
+                                                               ", B as stored (one-pass transpose timed)")}
+        if stats.get("median_ms"):
+            entry["tflops"] = 2 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
+        row["paths"][name] = entry
+    ieee = row["paths"].get("ieee", {}).get("tflops")
+    for name, entry in row["paths"].items():
+        if ieee and entry.get("tflops"):
+            entry["x_cublas_fp32"] = entry["tflops"] / ieee
+    if not run.cpu:
+        run.attempt(f"evidence-{n}", path_evidence, tuner, row)
+    del a, b, ref64, flush
+    return row
+
+
+def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
     rows, tunings = [], []
     for i, n in enumerate(sizes):
         if run.left() < 60 and i:
             rows.append({"n": n, "skipped": "time budget"})
             continue
-        tuned = tuner.tune("matmul_tf32x3", n, n, n, top_k=8 if i == 0 else 4)
-        tunings.append(tuned)
-        row = {"n": n, "paths": {}}
-        if not run.cpu:
-            row["paths"] = measure_fp32_paths(n, warmup=2, trials=10 if n < 8192 else 5)
-        a, b, _ = tuner.arrays
-        ref64 = a.double() @ b.double()
-        winner = tuned["winner"]
-        flush = torch.empty(256 * 1024**2 if not run.cpu else 1024, dtype=torch.uint8, device=a.device)
-        for name, bb in (("skill_tf32x3", b), ("skill_tf32x3_b_kmajor", b.t().contiguous().t())):
-            run_fn = lambda bb=bb: tuner.modules["matmul_tf32x3"].matmul_tf32x3(a, bb, config=winner)   # noqa: E731
-            if run.cpu:
-                stats = {"median_ms": None, "note": "interpreter: correctness only"}
-                out = run_fn()
-            else:
-                stats = summarize(time_ms(torch, run_fn, 2, 10 if n < 8192 else 5, flush))
-                out = run_fn()
-                torch.cuda.synchronize()
-            entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner,
-                     "how": "matmul_tf32x3 skill, tuned config" + (", B given K-major (no transpose)"
-                                                                   if name.endswith("kmajor") else
-                                                                   ", B as stored (one-pass transpose timed)")}
-            if stats.get("median_ms"):
-                entry["tflops"] = 2 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
-            row["paths"][name] = entry
-        ieee = row["paths"].get("ieee", {}).get("tflops")
-        for name, entry in row["paths"].items():
-            if ieee and entry.get("tflops"):
-                entry["x_cublas_fp32"] = entry["tflops"] / ieee
-        rows.append(row)
+        row = run.attempt(f"gemm-{n}", gemm_size, run, torch, tuner, n, 8 if i == 0 else 4, tunings)
+        rows.append({"n": n, **row})
         run.write("gemm.json", rows)
-        if not run.cpu:
-            path_evidence(tuner, row)
-        del a, b, ref64, flush
         if not run.cpu:
             torch.cuda.empty_cache()
     run.summary["gemm"] = [{"n": r["n"], **{p: {k: e.get(k) for k in ("tflops", "rel_err", "x_cublas_fp32")}
@@ -296,22 +312,29 @@ def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], fir
         if run.left() < 45:
             results.append({"skill": skill, "skipped": "time budget"})
             continue
-        results.append(tuner.tune(skill, m, n, k, top_k=4))
+        results.append({"skill": skill, **run.attempt(f"tune-{skill}", tuner.tune, skill, m, n, k, top_k=4)})
         run.write("tuning.json", results)
-    again = tuner.tune("matmul_tf32x3", first_n, first_n, first_n, top_k=8)   # same key: memory answers
+    again = {"skill": "matmul_tf32x3", **run.attempt("tune-repeat", tuner.tune, "matmul_tf32x3", first_n, first_n,
+                                                     first_n, top_k=8)}   # same key: memory answers
     again["repeat_of_first_key"] = True
     results.append(again)
     run.write("tuning.json", results)
     run.summary["tuning"] = [{k: r.get(k) for k in ("skill", "shape", "winner", "winner_ms", "winner_tflops",
                                                       "from_cache", "reverified", "timed", "graph_records",
-                                                      "wall_s", "skipped")} for r in results]
-    records = [rec for edge in tuner.graph.g.edges(data=True) for rec in edge[2].get("records", [])
+                                                      "wall_s", "skipped", "error")} for r in results]
+    run.summary["evidence_records"] = write_evidence(run.out / "evidence-configs.jsonl", tuner.graph)
+
+
+def write_evidence(path: Path, graph) -> int:
+    """The run's graph records (configurations, precision paths) in skills/evidence.jsonl's format."""
+    records = [rec for edge in graph.g.edges(data=True) for rec in edge[2].get("records", [])
                if rec.get("config") or str(rec.get("log_id", "")).startswith("fp32-gemm-")]
     unique = {rec["rid"]: rec for rec in records}
-    with open(run.out / "evidence-configs.jsonl", "w") as fh:
-        for rec in sorted(unique.values(), key=lambda r: (r["pattern"], r["log_id"], r["config"])):
+    with open(path, "w") as fh:
+        for rec in sorted(unique.values(), key=lambda r: (r["pattern"], r["log_id"], r.get("config", ""),
+                                                          r.get("variant", ""))):
             fh.write(json.dumps({k: v for k, v in rec.items() if k != "rid"}, sort_keys=True) + "\n")
-    run.summary["evidence_records"] = len(unique)
+    return len(unique)
 
 
 def stage_verify(run: Run, tuner: Tuner) -> None:
@@ -337,8 +360,13 @@ def stage_verify(run: Run, tuner: Tuner) -> None:
         if run.left() < 50:
             out[skill] = {"skipped": "time budget"}
             continue
-        result = measure(library.get(skill), verify_fn, device=run.device, trials=5,
-                         timeout_s=min(240.0, max(30.0, run.left() - 10)))
+        verdicts.pop("last", None)
+        result = run.attempt(f"verify-{skill}", measure, library.get(skill), verify_fn, device=run.device,
+                             trials=5, timeout_s=min(240.0, max(30.0, run.left() - 10)))
+        if "last" not in verdicts:
+            out[skill] = result
+            run.summary["verify"] = out
+            continue
         with open(run.out / "measure-skills.jsonl", "a") as fh:
             fh.write(json.dumps(result, sort_keys=True) + "\n")
         v, wall = verdicts["last"]

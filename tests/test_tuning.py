@@ -168,3 +168,9 @@ def test_fp32_gemm_bench_records_each_path_against_cublas_fp32(tmp_path):
     assert got == {"path:tf32": ("incorrect", round(2.7 / 0.38, 4)),
                    "path:skill_tf32x3": ("success", round(2.7 / 1.3, 4)),
                    "path:skill_tf32x3_b_kmajor": ("slower", 0.9)}
+    autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], lambda out: (True, "ok"), TuningStore(tmp_path / "c"),
+             graph=graph, pattern="matmul", timer=FakeTimer({64: 2.0, 128: 1.0, 256: 1.5}))
+    assert bench.write_evidence(tmp_path / "ev.jsonl", graph) == 6            # 3 paths + 3 configurations
+    lines = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
+    reloaded = ReasoningGraph(load_settings(home=tmp_path / "other"))
+    assert len(reloaded.record_many(lines)) == 6                               # valid evidence records
