@@ -293,7 +293,7 @@ def path_evidence(tuner: Tuner, row: dict) -> None:
         outcome = ("incorrect" if e["rel_err"] > CHECK_REL_ERR else "success" if speedup >= 1.0 else "slower")
         records.append(dict(
             pattern="matmul", transformations=tids, gpu=tuner.env["gpu"], outcome=outcome,
-            speedup_vs_eager=round(speedup, 4), dtype="float32",
+            speedup_vs_eager=float(f"{speedup:.4g}"), dtype="float32",
             regime={"input_shapes": [[row["n"]] * 2] * 2, "dtypes": ["float32", "float32"],
                     "output_shape": [row["n"]] * 2, "size_class": "large"},
             log_id=f"fp32-gemm-{tuner.env['date'][:10]}-{row['n']}", skill="matmul_tf32x3" if name.startswith("skill")
