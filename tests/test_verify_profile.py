@@ -54,16 +54,12 @@ def test_profile_candidate_without_ncu(monkeypatch):
 
 
 def test_profile_candidate_reads_what_the_tool_prints(tmp_path):
-    fake = tmp_path / "ncu"    # prints canned counters and checks it was asked for clocks as found
-    fake.write_text("#!/bin/sh\ncase \"$*\" in *'--clock-control none'*) cat \"$NCU_FAKE_CSV\";; *) exit 3;; esac\n")
-    fake.chmod(0o755)
     csv_path = tmp_path / "out.csv"
     csv_path.write_text(NCU_CSV)
-    os.environ["NCU_FAKE_CSV"] = str(csv_path)
-    try:
-        out = profile.profile_candidate("task", "cand", ncu=str(fake), timeout_s=30)
-    finally:
-        del os.environ["NCU_FAKE_CSV"]
+    fake = tmp_path / "ncu"    # prints canned counters and checks it was asked for clocks as found
+    fake.write_text(f"#!/bin/sh\ncase \"$*\" in *'--clock-control none'*) cat '{csv_path}';; *) exit 3;; esac\n")
+    fake.chmod(0o755)
+    out = profile.profile_candidate("task", "cand", ncu=str(fake), timeout_s=30)
     assert out["profiled"] and out["main"]["limiter"] == "compute"
 
 

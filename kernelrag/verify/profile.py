@@ -23,8 +23,9 @@ drafter's feedback and the graph evidence.
 Where ncu is absent, or the driver does not permit performance counters to this user
 (``ERR_NVGPUCTRPERM``), the result says so (``profiled: False`` with a note) and the
 verdict keeps its event timing alone. Only candidates that already passed verification
-are profiled (they passed the static checks and the run-time guard); the child gets
-the workers' environment and a private scratch directory.
+are profiled (they passed the static checks and the run-time guard). The child runs
+under ncu outside the OS sandbox (ncu has to launch it), with the workers'
+allow-listed environment and a private scratch directory as HOME and Triton cache.
 """
 from __future__ import annotations
 
@@ -125,8 +126,9 @@ def profile_candidate(task_src: str, candidate_src: str, *, timeout_s: float = 3
                "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
                sys.executable, "-m", "kernelrag.verify.profile", str(root / "job.json")]
         try:
-            done = subprocess.run(cmd, cwd=root, env=worker_env("cuda"), capture_output=True, text=True,
-                                  timeout=timeout_s)
+            # the workers' allow-listed environment, HOME and the Triton cache in the scratch folder
+            done = subprocess.run(cmd, cwd=root, env=worker_env("cuda", str(root)), capture_output=True,
+                                  text=True, timeout=timeout_s)
         except subprocess.TimeoutExpired:
             return {"profiled": False, "note": f"ncu did not finish within {timeout_s:.0f} s"}
         except OSError as exc:
