@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# One GPU call of several measurements, each under its own time limit, everything packed into
+# one archive (the device tool returns at most 8 files):
+#   bash bench/gpu_call.sh OUTDIR STEP:SECONDS [STEP:SECONDS ...]
+# Steps: throughput (bench/throughput_gpu.py: phases, cached candidates, hack fixtures in one
+# session), gemm (bench/fp32_gemm.py: fp32 paths, config search, tf32x3 skills), suite (the
+# benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present).
+set -u
+out=$1; shift
+work=/tmp/kr-gpu; mkdir -p "$work"
+export PYTHONUNBUFFERED=1 PYTHONPATH=. KERNELRAG_HOME=$work/home
+day=$(date +%F)
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
+for step in "$@"; do
+  name=${step%%:*}; secs=${step##*:}
+  echo "=== $name (limit ${secs}s) $(date +%T)"
+  case $name in
+    throughput) timeout "$secs" python3 bench/throughput_gpu.py --device cuda --out-dir "$work/throughput" \
+                  --budget-s $((secs - 90)) 2>&1 | tail -40 ;;
+    gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
+    suite)      mkdir -p "$work/suite"; [ -f "bench/results/h200-$day.json" ] && cp "bench/results/h200-$day.json" "$work/suite/"
+                timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
+                  --results "$work/suite/h200-$day.json" --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
+    *) echo "unknown step $name" ;;
+  esac
+done
+tar czf "$out/results.tgz" -C "$work" .
+ls -la "$out"
