@@ -321,8 +321,8 @@ class SkillLibrary:
                                  f"({exc.strerror or exc}); KERNELRAG_HOME must be writable") from None
             if existing is not None and existing.path != folder:
                 shutil.rmtree(existing.path, ignore_errors=True)
-        self.refresh()
-        return self.get(name)
+            self.refresh()
+            return self.get(name)           # under the lock: another writer is not half-way through
 
     @staticmethod
     def _swap_in(folder: Path, name: str, files: dict[str, str]) -> None:
