@@ -149,10 +149,11 @@ def scrub(text: str, secrets: list[str]) -> str:
 _FIELDS = {f.name: f for f in fields(Settings)}
 _ENV_PREFIX = "KERNELRAG_"
 # KERNELRAG_* variables that are not settings: the config file's path, and the switches
-# the verifier reads itself (kernelrag/verify/sandbox.py, kernelrag/verify/processes.py)
+# the verifier reads itself (kernelrag/verify/sandbox.py, processes.py, isolation.py)
 PROCESS_VARIABLES = {"KERNELRAG_CONFIG": "the config file to read",
                      "KERNELRAG_VERIFY_KEEP": "keep the verifier's scratch folders for inspection",
-                     "KERNELRAG_VERIFY_NO_ZYGOTE": "start every CPU candidate process from scratch"}
+                     "KERNELRAG_VERIFY_NO_ZYGOTE": "start every CPU candidate process from scratch",
+                     "KERNELRAG_VERIFY_ISOLATION": "the verifier's sandbox (auto, unshare, direct, none)"}
 # numeric settings: (lowest, highest, lowest allowed itself); None = unbounded
 RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "embed_batch_size": (1, 4096, True),

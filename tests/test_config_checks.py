@@ -37,6 +37,7 @@ def test_search_k_is_blamed_on_the_setting_not_a_flag(monkeypatch, capsys):
 def test_the_verifiers_own_variables_are_not_unknown_settings(monkeypatch, capsys):
     monkeypatch.setenv("KERNELRAG_VERIFY_KEEP", "1")
     monkeypatch.setenv("KERNELRAG_VERIFY_NO_ZYGOTE", "1")
+    monkeypatch.setenv("KERNELRAG_VERIFY_ISOLATION", "auto")
     load_settings()
     assert main(["skills", "list"]) == 0
     monkeypatch.setenv("KERNELRAG_VERIFY_KEPP", "1")            # a typo is still caught
