@@ -1,6 +1,7 @@
 # Two commands for a fresh clone:
 #   make setup   create .venv, install (CPU torch pinned first), ingest corpus/ + skills/, ask a first question
 #   make test    run the test suite (installs first if needed)
+#   make floors  install pyproject's lowest admitted versions in a throwaway venv and run the API tests
 PYTHON ?= python3
 VENV   ?= .venv
 BIN    := $(VENV)/bin
@@ -9,7 +10,7 @@ export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
 export ANONYMIZED_TELEMETRY := False
 
-.PHONY: setup install test ui clean
+.PHONY: setup install test floors ui clean
 
 $(BIN)/kernelrag: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -27,6 +28,9 @@ setup: install
 
 test: install
 	$(BIN)/python -m pytest -q
+
+floors:
+	PYTHON=$(PYTHON) bash .ci/floors
 
 ui: install
 	$(BIN)/kernelrag ui

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
 
 TaskOrPattern = Union[OpPattern, Task, str, Path]      # a task (path or source), a pattern or a signature
 
+STORE_FAILED = "knowledge store not searched"      # the note when the store could not be opened or read
 # Op names that are also everyday words: not taken as ops when they appear in a question.
 _COMMON_WORDS = {"all", "any", "where", "round", "sign", "floor", "ceil", "max", "min", "norm", "add",
                  "sub", "mul", "div", "neg", "abs", "log", "exp", "pow", "prod", "threshold", "mean"}
@@ -71,6 +72,9 @@ def offline_answer(question: str, passages: list[Passage], transformations: list
         for p in passages:
             text = " ".join(p.text.split())
             lines += ["", f"{p.citation.label()}", text[:700] + (" ..." if len(text) > 700 else "")]
+    elif any(n.startswith(STORE_FAILED) for n in notes):
+        lines.append("No passages: the knowledge store could not be searched ("
+                     + "; ".join(n[len(STORE_FAILED) + 2:] for n in notes if n.startswith(STORE_FAILED)) + ").")
     else:
         lines.append("No passages found" + (" (" + "; ".join(notes) + ")" if notes else "") + ".")
     if transformations:
@@ -274,9 +278,10 @@ class KernelRAG:
         """One row per skill: name, pattern, backend, state, source, staleness, best speedups, GPU."""
         rows = []
         for s in self.library.list(include_retired=include_retired):
-            prov = s.provenance
+            prov, status = s.provenance, self.library.status(s)
             rows.append({"name": s.name, "pattern": s.pattern, "backend": s.backend, "state": s.review_state,
-                         "source": s.source, "stale": self.library.is_stale(s),
+                         "source": s.source, "stale": self.library.is_stale(s), "evidence": status.evidence,
+                         "freshness": status.freshness, "status": status.label(),
                          "speedup_vs_eager": prov.get("speedup_vs_eager"),
                          "speedup_vs_compile": prov.get("speedup_vs_compile"), "gpu": prov.get("gpu")})
         return rows
@@ -284,6 +289,10 @@ class KernelRAG:
     def is_stale(self, skill: "Skill | str") -> str | None:
         """Why a skill's measurement does not hold here (another GPU, torch or triton), or None."""
         return self.library.is_stale(self.skill(skill) if isinstance(skill, str) else skill)
+
+    def skill_status(self, skill: "Skill | str"):
+        """State, evidence and freshness of a skill (``kernelrag.memory.skill_status``)."""
+        return self.library.status(self.skill(skill) if isinstance(skill, str) else skill)
 
     def skill_detail(self, name: str) -> dict[str, Any]:
         """A skill's metadata, staleness and alternatives, as plain data."""
@@ -331,7 +340,7 @@ class KernelRAG:
             try:
                 passages = retriever.search(question, k=k)
             except Exception as exc:
-                notes.append(f"knowledge store not searched: {exc}")
+                retriever.notes.append(f"{STORE_FAILED}: {exc}")
         ops = _question_ops(question)
         transformations = []
         if ops and retriever.graph is not None:
@@ -407,6 +416,23 @@ class KernelRAG:
     def with_settings(self, **changes: Any) -> "KernelRAG":
         """A new facade whose settings are these with ``changes`` (None values kept)."""
         return KernelRAG(settings=replace(self.settings, **changes))
+
+    # --- llama-index ---------------------------------------------------------------------
+    def as_retriever(self, k: int | None = None, kind: str | None = None, mode: str = "hybrid"):
+        """A llama-index ``BaseRetriever`` over the knowledge store; its nodes carry kernelrag's citations."""
+        from kernelrag.errors import StoreError
+        from kernelrag.knowledge.llamaindex import retriever
+
+        if self.store is None:
+            raise StoreError("; ".join(self.notes) + "; a retriever needs the knowledge store")
+        return retriever(self.store, k=k or self.settings.search_k, kind=kind, mode=mode)
+
+    def as_tools(self) -> list:
+        """llama-index ``FunctionTool``s: search_docs, suggest_transformations, find_skills,
+        verify_kernel, generate_kernel (see ``kernelrag.knowledge.llamaindex``)."""
+        from kernelrag.knowledge.llamaindex import function_tools
+
+        return function_tools(self)
 
     def export(self, out: "str | Path | None" = None, include_failed: bool = False) -> ExportResult:
         """Verified optimization trajectories as a JSONL dataset (SFT pairs + transcripts)."""

@@ -8,8 +8,11 @@ Every command calls the facade (``kernelrag.api.KernelRAG``) only, except ``veri
 and ``bench``: they call ``kernelrag.verify`` and ``kernelrag.bench`` directly, because
 they must run on a bare GPU machine (torch, triton, numpy and networkx only).
 
-Exit codes: 0 success, 1 the job ran but failed (a kernel rejected, some files
-not ingested), 2 bad usage or settings.
+Exit codes, the same for every command: 0 success; 1 the job ran and failed (a
+kernel rejected, some files not ingested, the store or the LLM unreachable, a file
+that cannot be written); 2 bad usage (an unknown command, flag or setting, a bad
+value, a missing input file, ``--device cuda`` without a GPU), reported before any
+work is done. A ``KernelRAGError`` carries its code (``exit_code``).
 """
 from __future__ import annotations
 
@@ -72,16 +75,43 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return EXIT_USAGE
     try:
-        return int(_load(args.command).run(args) or 0)
+        if getattr(args, "device", None) == "cuda":
+            _require_cuda(args.command)
+        code = int(_load(args.command).run(args) or 0)
+        return code if code in (EXIT_OK, EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED
     except KernelRAGError as exc:
         print(f"kernelrag {args.command}: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return exc.exit_code if exc.exit_code in (EXIT_FAILED, EXIT_USAGE) else EXIT_FAILED
+    except OSError as exc:               # a file or folder that cannot be read or written: one line
+        if isinstance(exc, BrokenPipeError):
+            return _broken_pipe()
+        where = f" {exc.filename}" if exc.filename else ""
+        print(f"kernelrag {args.command}: error: cannot access{where}: {exc.strerror or exc}; "
+              "check the path and its permissions (state lives in KERNELRAG_HOME)", file=sys.stderr)
+        return EXIT_FAILED
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-    except BrokenPipeError:          # output piped into `head` and the reader left: not an error
-        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
-        return EXIT_OK
+
+
+def _broken_pipe() -> int:
+    """Output piped into `head` and the reader left: not an error."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return EXIT_OK
+
+
+def _require_cuda(command: str) -> None:
+    """``--device cuda`` on a machine without a usable GPU is bad usage: say so before any work."""
+    from kernelrag.errors import ConfigError
+
+    try:
+        import torch
+    except ImportError:
+        raise ConfigError("--device cuda needs torch with CUDA, and torch is not installed; "
+                          "use --device cpu or auto") from None
+    if not torch.cuda.is_available():
+        raise ConfigError(f"--device cuda: no CUDA GPU is visible to this process (torch {torch.__version__}, "
+                          f"CUDA build {torch.version.cuda or 'none'}); use --device cpu or auto for {command}")
 
 
 if __name__ == "__main__":

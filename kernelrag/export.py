@@ -82,7 +82,8 @@ def write_log(settings: Settings, result: GenerateResult, *, task_source: str, g
     settings.logs_dir.mkdir(parents=True, exist_ok=True)
     path = settings.logs_dir / f"{log_id}.jsonl"
     tmp = path.with_suffix(".jsonl.tmp")
-    tmp.write_text("".join(json.dumps(line, default=str) + "\n" for line in lines))
+    text = "".join(json.dumps(line, default=str) + "\n" for line in lines)
+    tmp.write_text(settings.scrub(text))        # no key or URL credential reaches the log or the store
     os.replace(tmp, path)
     return path
 

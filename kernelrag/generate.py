@@ -293,9 +293,15 @@ def write_back(parts: Parts, ctx: RetrievedContext, result: GenerateResult, extr
         return wb
     gpu = next((r.verdict.gpu for r in result.rounds if r.verdict is not None and r.verdict.gpu), None)
     device = next((r.verdict.device for r in result.rounds if r.verdict is not None), parts.settings.device)
-    path = write_log(parts.settings, result, task_source=ctx.task_source, gpu=gpu or "cpu", device=device,
-                     llm_model=parts.settings.llm_model if parts.llm is not None else None,
-                     rounds_extra=extra, log_id=log_id)
+    try:
+        path = write_log(parts.settings, result, task_source=ctx.task_source, gpu=gpu or "cpu", device=device,
+                         llm_model=parts.settings.llm_model if parts.llm is not None else None,
+                         rounds_extra=extra, log_id=log_id)
+    except OSError as exc:        # a read-only or full KERNELRAG_HOME must not lose the kernel
+        wb.notes.append(f"optimization log not written to {parts.settings.logs_dir}: "
+                        f"{exc.strerror or exc}; check that KERNELRAG_HOME is writable")
+        wb.failed.append("log")
+        return wb
     wb.log_path = str(path)
     if parts.store is None:
         wb.notes.append("log not ingested: the knowledge store is not available here "

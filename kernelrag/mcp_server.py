@@ -11,11 +11,16 @@ task file, an unknown skill, an empty store) comes back as a tool error whose te
 says what to do; the server keeps serving. A bad kernel is not a failure: it gets
 a verdict with ``ok = false``.
 
+Inputs are untrusted: string and list arguments are capped (sources 1 MB, names 200
+characters), an argument a tool does not take is an error, and a path is read only
+under ``input_roots`` (default: the working directory; ``read_input``).
+
 This is the only module that imports ``mcp``.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 import logging
 import threading
 from typing import Annotated, Any, Callable, Literal, TypeVar
@@ -37,8 +42,15 @@ T = TypeVar("T")
 Device = Literal["auto", "cpu", "cuda"]
 Kind = Literal["guide", "isa", "note", "log", "skill"]
 Outcome = Literal["success", "slower", "compile_error", "incorrect", "timeout", "rejected", "crashed"]
-TaskText = Annotated[str, Field(description="a KernelBench task (class Model, get_inputs, get_init_inputs): "
-                                            "an absolute file path or the Python source itself")]
+MAX_SOURCE = 1_048_576        # characters of a source argument (kernelrag.config.MAX_SOURCE_BYTES: bytes)
+MAX_NAME = 200               # characters of a name (skill, GPU, dtype, transformation id)
+MAX_TEXT = 2_000             # characters of a query or an op pattern
+TaskText = Annotated[str, Field(max_length=MAX_SOURCE,
+                                description="a KernelBench task (class Model, get_inputs, get_init_inputs): "
+                                            "the Python source itself, or the path of a file under the "
+                                            "server's input folders (KERNELRAG_INPUT_ROOTS, default: its "
+                                            "working directory); at most 1 MB")]
+Name = Annotated[str, Field(max_length=MAX_NAME)]
 
 INSTRUCTIONS = """kernelrag: a GPU-kernel assistant with a verified skill memory.
 Typical use: search_docs for background; suggest_transformations and find_skills for a task;
@@ -251,8 +263,27 @@ def guarded(tool: str, work: Callable[[], T]) -> T:
         raise ToolError(f"{type(exc).__name__}: {exc}") from exc
 
 
+def _source_of(api: Any, value: str, what: str) -> Any:
+    """Source text as given, or a file under the input folders as its path (see ``read_input``)."""
+    from kernelrag.config import read_input
+
+    source, path = read_input(value, api.settings, what)
+    return path if path is not None else source
+
+
+def _pattern_of(api: Any, task_or_pattern: str) -> Any:
+    """An op pattern from a signature, a task's source, or a task file under the input folders;
+    a path that names no file is an error, not an empty pattern."""
+    from kernelrag.patterns import from_signature
+
+    text = task_or_pattern.strip()
+    if "\n" in text or "class " in text or text.endswith(".py") or "/" in text or "\\" in text:
+        return api.pattern(_source_of(api, text, "task"))
+    return from_signature(text)
+
+
 # --- the tools -------------------------------------------------------------------------
-def search_docs(query: Annotated[str, Field(description="what to look for, in words")],
+def search_docs(query: Annotated[str, Field(max_length=MAX_TEXT, description="what to look for, in words")],
                 k: Annotated[int, Field(ge=1, le=50)] = 5,
                 kind: Annotated[Kind | None, Field(description="only this kind of document")] = None,
                 ) -> SearchDocsResult:
@@ -265,28 +296,33 @@ def search_docs(query: Annotated[str, Field(description="what to look for, in wo
 
 
 def suggest_transformations(
-        task_or_pattern: Annotated[str, Field(description="an op pattern such as 'softmax[dim=-1]', or a "
-                                                          "KernelBench task (absolute file path or source)")],
-        gpu: Annotated[str | None, Field(description="prefer evidence from this GPU, e.g. 'NVIDIA H200'")] = None,
+        task_or_pattern: Annotated[str, Field(max_length=MAX_SOURCE,
+                                              description="an op pattern such as 'softmax[dim=-1]', or a "
+                                                          "KernelBench task (source, or a file path under "
+                                                          "the input folders)")],
+        gpu: Annotated[str | None, Field(max_length=MAX_NAME,
+                                         description="prefer evidence from this GPU, e.g. 'NVIDIA H200'")] = None,
         k: Annotated[int, Field(ge=1, le=30)] = 8) -> SuggestResult:
     """Transformations the reasoning graph ranks for a pattern, with the evidence behind each rank."""
     def work() -> SuggestResult:
         api = facade()
-        pattern = api.as_pattern(task_or_pattern.strip())
+        pattern = _pattern_of(api, task_or_pattern)
         found = api.suggest(pattern, gpu=gpu, k=k)
         return SuggestResult(pattern=getattr(pattern, "signature", str(pattern)),
                              transformations=[TransformationOut.model_validate(t.to_dict()) for t in found])
     return guarded("suggest_transformations", work)
 
 
-def find_skills(query: Annotated[str, Field(description="words to match (name, summary, transformations)")] = "",
-                task_or_pattern: Annotated[str | None, Field(description="rank by similarity to this op "
+def find_skills(query: Annotated[str, Field(max_length=MAX_TEXT,
+                                            description="words to match (name, summary, transformations)")] = "",
+                task_or_pattern: Annotated[str | None, Field(max_length=MAX_SOURCE,
+                                                             description="rank by similarity to this op "
                                                                          "pattern or task")] = None,
                 k: Annotated[int, Field(ge=1, le=50)] = 5) -> FindSkillsResult:
     """Skills (verified kernels) ranked by pattern similarity and word overlap; retired ones are left out."""
     def work() -> FindSkillsResult:
         api = facade()
-        pattern = api.as_pattern(task_or_pattern.strip()) if task_or_pattern else None
+        pattern = _pattern_of(api, task_or_pattern) if task_or_pattern else None
         if pattern is not None and not getattr(pattern, "known", True):
             raise ToolError(f"op pattern unknown: {getattr(pattern, 'reason', '')}; pass a pattern such as "
                             "'softmax[dim=-1]' or a KernelBench task")
@@ -295,7 +331,8 @@ def find_skills(query: Annotated[str, Field(description="words to match (name, s
     return guarded("find_skills", work)
 
 
-def get_skill(name: Annotated[str, Field(description="the skill's name, e.g. 'softmax_online'")]) -> SkillDetail:
+def get_skill(name: Annotated[str, Field(max_length=MAX_NAME,
+                                         description="the skill's name, e.g. 'softmax_online'")]) -> SkillDetail:
     """One skill: its kernel and reference source, state and measured provenance."""
     def work() -> SkillDetail:
         api = facade()
@@ -308,11 +345,18 @@ def get_skill(name: Annotated[str, Field(description="the skill's name, e.g. 'so
 
 
 def verify_kernel(task: TaskText,
-                  candidate: Annotated[str, Field(description="Python source defining class ModelNew (or an "
-                                                              "absolute path to it)")],
+                  candidate: Annotated[str, Field(max_length=MAX_SOURCE,
+                                                  description="Python source defining class ModelNew, or the "
+                                                              "path of a file under the input folders; at "
+                                                              "most 1 MB")],
                   device: Device = "auto") -> VerdictOut:
     """Verify a candidate kernel against a task: correctness on adversarial inputs, rule checks, timing on a GPU."""
-    return guarded("verify_kernel", lambda: verdict_out(facade().verify(task, candidate, device=device)))
+    def work() -> VerdictOut:
+        api = facade()
+        task_src = _source_of(api, task, "task")
+        cand_src = _source_of(api, candidate, "candidate")
+        return verdict_out(api.verify(task_src, cand_src, device=device))
+    return guarded("verify_kernel", work)
 
 
 async def generate_kernel(task: TaskText, ctx: Context,
@@ -333,19 +377,22 @@ async def generate_kernel(task: TaskText, ctx: Context,
             except Exception as exc:       # a client that went away must not stop the run
                 log.debug("progress not sent: %s", exc)
 
-        return generate_out(api.generate(task, backend=backend, max_rounds=max_rounds, device=device,
+        return generate_out(api.generate(_source_of(api, task, "task"), backend=backend, max_rounds=max_rounds,
+                                         device=device,
                                          on_round=on_round, use_memory=use_memory))
     return await anyio.to_thread.run_sync(functools.partial(guarded, "generate_kernel", work))
 
 
-def record_outcome(pattern: Annotated[str, Field(description="op pattern, e.g. 'softmax[dim=-1]'")],
-                   transformations: Annotated[list[str], Field(min_length=1, description="transformation ids")],
-                   gpu: Annotated[str, Field(description="GPU name, e.g. 'NVIDIA H200', or 'cpu'")],
+def record_outcome(pattern: Annotated[str, Field(max_length=MAX_TEXT, description="op pattern, e.g. 'softmax[dim=-1]'")],
+                   transformations: Annotated[list[Name], Field(min_length=1, max_length=20,
+                                                                description="transformation ids")],
+                   gpu: Annotated[str, Field(max_length=MAX_NAME,
+                                             description="GPU name, e.g. 'NVIDIA H200', or 'cpu'")],
                    outcome: Outcome,
                    speedup_vs_eager: Annotated[float | None, Field(gt=0)] = None,
                    speedup_vs_compile: Annotated[float | None, Field(gt=0)] = None,
                    kernel_ms: Annotated[float | None, Field(gt=0)] = None,
-                   dtype: str | None = None,
+                   dtype: Annotated[str | None, Field(max_length=MAX_NAME)] = None,
                    detail: Annotated[str | None, Field(max_length=300)] = None) -> RecordOut:
     """Record one attempt (a transformation set on a pattern and GPU) as evidence in the reasoning graph."""
     def work() -> RecordOut:
@@ -360,12 +407,28 @@ TOOLS = (search_docs, suggest_transformations, find_skills, get_skill, verify_ke
          record_outcome)
 
 
+PARAMETERS = {fn.__name__: [n for n, p in inspect.signature(fn).parameters.items()
+                            if p.annotation not in (Context, "Context")] for fn in TOOLS}
+
+
+class StrictServer(MCPServer):
+    """An MCPServer whose tools refuse arguments they do not take (instead of dropping them)."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        known = PARAMETERS.get(name)
+        unknown = sorted(set(arguments or {}) - set(known or ())) if known is not None else []
+        if unknown:
+            raise ToolError(f"{name} does not take argument(s) {', '.join(map(repr, unknown))}; "
+                            f"its arguments are: {', '.join(known)}")
+        return await super().call_tool(name, arguments, context)
+
+
 def build_server(api: KernelRAG | None = None) -> MCPServer:
     """The MCP server; ``api`` (a KernelRAG) is created on first use when not given."""
     global _api
     if api is not None:
         _api = api
-    server = MCPServer("kernelrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    server = StrictServer("kernelrag", instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     for fn in TOOLS:
         server.add_tool(fn, structured_output=True)
     return server

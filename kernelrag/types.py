@@ -226,6 +226,7 @@ class WriteBack:
     log_path: str | None = None       # optimization log (JSONL)
     ingested: bool = False            # the log is searchable in the knowledge store
     notes: list[str] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)   # parts that could not be written: skill, graph, log
 
     def to_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)

@@ -20,6 +20,7 @@ def kernelrag_home(tmp_path, monkeypatch):
         if var.startswith("KERNELRAG_") and var not in {"KERNELRAG_HOME", "KERNELRAG_CHROMA_URL"}:
             monkeypatch.delenv(var, raising=False)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
     return home
 
 

@@ -151,7 +151,7 @@ def test_suggest_takes_a_signature_a_task_or_a_pattern():
     by_task = kr.suggest(str(TASK))
     by_pattern = kr.suggest(kr.pattern(str(TASK)))
     assert by_sig and by_sig == by_task == by_pattern and by_sig[0].id == "elementwise_fusion"
-    assert "1/1 ok" in by_sig[0].evidence[0]
+    assert "1/1 verified" in by_sig[0].evidence[0]
 
 
 def test_skills_and_skill():

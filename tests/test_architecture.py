@@ -25,7 +25,7 @@ LAYERS = {
     "kernelrag.generate": 7, "kernelrag.export": 7, "kernelrag.bench": 7,
     "kernelrag.api": 8, "kernelrag": 8,
     "kernelrag.cli": 9, "kernelrag.__main__": 9, "kernelrag.commands": 9, "kernelrag.mcp_server": 9,
-    "ui": 9,
+    "kernelrag.ui": 9,
 }
 # kernelrag modules the verifier may use: it runs on a GPU machine with torch and triton only
 VERIFY_MAY_IMPORT = ("kernelrag.errors", "kernelrag.config", "kernelrag.verify")
@@ -40,6 +40,8 @@ def module_files() -> dict[str, Path]:
             parts = list(path.relative_to(ROOT).with_suffix("").parts)
             if parts[-1] == "__init__":
                 parts.pop()
+            if parts[0] == "ui":                       # installed as kernelrag.ui (pyproject package-dir)
+                parts.insert(0, "kernelrag")
             files[".".join(parts)] = path
     return files
 

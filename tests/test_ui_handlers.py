@@ -8,7 +8,7 @@ from kernelrag.api import KernelRAG
 from kernelrag.types import OFFLINE_LABEL
 from llm_server import FIXTURES as LLM_FIXTURES
 from llm_server import CannedLLM
-from ui.handlers import Handlers, Session, mode_markdown
+from kernelrag.ui.handlers import Handlers, Session, mode_markdown
 
 TASK = Path(__file__).parent / "fixtures" / "ui" / "relu_task.py"
 KEY = "sk-ui-session-key-0123456789-never-on-disk"
@@ -103,7 +103,7 @@ def test_skills_tab_lists_shows_and_reviews(kernelrag_home):
         assert message.startswith("**Error:**") and "only a verified skill can be approved" in message
 
     message, rows, detail, _, _ = h.review("relu", "retire", "relu", False)
-    assert "**retired**" in message and "relu" not in [r[0] for r in rows] and "**retired**" in detail
+    assert "**retired**" in message and "relu" not in [r[0] for r in rows] and "**retired · " in detail
     assert (kernelrag_home / "skill_overrides.json").is_file()
     rows, _, _ = h.skills_table("relu", True)
     assert ["relu", "retired"] in [[r[0], r[4]] for r in rows]

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from kernelrag.types import OFFLINE_LABEL, Citation, Passage, Round, SkillRef, Transformation
 from kernelrag.verify.verdict import Check, Timing, Verdict
-from ui import render
+from kernelrag.ui import render
 
 
 def cpu_verdict(**extra) -> Verdict:
@@ -120,11 +120,16 @@ def test_skill_detail_shows_provenance_or_says_never_measured():
                   review_state="verified", provenance={"gpu": "NVIDIA H200", "kernel_ms": 1.23456,
                                                        "speedup_vs_eager": 1.1, "iqr_ms": None},
                   path=Path("skills/relu/relu"), source="seed", cpu_checkable=True, summary="ReLU")
-    text = render.skill_markdown(skill, stale="measured with torch 2.11")
+    from kernelrag.memory.skill_status import skill_status
+
+    skill.provenance["date"] = "2026-11-29"
+    status = skill_status("verified", skill.provenance, {"torch": "2.13.0", "triton": "3.6.0", "gpu": "NVIDIA H200"})
+    text = render.skill_markdown(skill, status)
     assert "| gpu | NVIDIA H200 |" in text and "| kernel_ms | 1.235 |" in text and "iqr" not in text
-    assert "Stale here" in text and "**verified**" in text
+    assert "**verified · timed on NVIDIA H200 · current**" in text
     skill.provenance = {}
-    assert "never measured" in render.skill_markdown(skill, stale=None)
+    text = render.skill_markdown(skill, skill_status("verified", {}, {}))
+    assert "verified · never measured" in text and "Provenance: never measured" in text
 
 
 def test_result_shows_the_recommendation():

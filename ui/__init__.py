@@ -1,4 +1,6 @@
-"""The Gradio chat UI of kernelrag: ``kernelrag ui``, or ``ui.app.launch()``.
+"""The Gradio chat UI of kernelrag: ``kernelrag ui``, or ``kernelrag.ui.app.launch()``.
 
-Importing ``ui`` is cheap; ``ui.app`` imports gradio.
+Importing ``kernelrag.ui`` is cheap; ``kernelrag.ui.app`` imports gradio. The folder is
+``ui/`` at the repository root, installed as the package ``kernelrag.ui`` (pyproject
+``package-dir``), never as a top-level ``ui``.
 """

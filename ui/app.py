@@ -1,10 +1,10 @@
 """The Gradio app: chat with citations, generate with streamed rounds, skills, settings.
 
-    from ui.app import build_app, launch
+    from kernelrag.ui.app import build_app, launch
     launch(host="127.0.0.1", port=7860)            # what `kernelrag ui` runs
 
 A thin layer over the facade (``kernelrag.api.KernelRAG``); the event handlers
-are in ``ui.handlers`` and the rendering in ``ui.render``.
+are in ``kernelrag.ui.handlers`` and the rendering in ``kernelrag.ui.render``.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import gradio as gr  # noqa: E402
 
 from kernelrag.api import KernelRAG  # noqa: E402
 from kernelrag.config import REPO_ROOT  # noqa: E402
-from ui import render  # noqa: E402
-from ui.handlers import DEVICES, Handlers, Session, mode_markdown  # noqa: E402
+from kernelrag.ui import render  # noqa: E402
+from kernelrag.ui.handlers import DEVICES, Handlers, Session, mode_markdown  # noqa: E402
 
 CSS = """
 #sources { max-height: 520px; overflow-y: auto; }
@@ -119,7 +119,7 @@ def build_app(api: KernelRAG) -> gr.Blocks:
                         "server's memory for the session only: never written to disk or logs. Leave the "
                         "base URL empty to work offline.")
             s = api.settings
-            base_url = gr.Textbox(label="LLM base URL", value=s.llm_base_url or "",
+            base_url = gr.Textbox(label="LLM base URL", value=s.llm_url_shown or "",
                                   placeholder="e.g. http://127.0.0.1:8000/v1")
             model = gr.Textbox(label="model", value=s.llm_model)
             key = gr.Textbox(label="API key", type="password", value="", placeholder="kept in memory only")

@@ -1,4 +1,4 @@
-"""What each UI event does: thin calls into the facade, rendered by ``ui.render``.
+"""What each UI event does: thin calls into the facade, rendered by ``kernelrag.ui.render``.
 
 Every handler catches its own errors and shows them (an error in one request never
 stops the app). Long work streams: the chat answer arrives in pieces, and a
@@ -16,12 +16,12 @@ import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterator
+from typing import TYPE_CHECKING, Any, Iterator
 
 import gradio as gr
 
 from kernelrag.errors import KernelRAGError
-from ui import render
+from kernelrag.ui import render
 
 if TYPE_CHECKING:
     from kernelrag.api import KernelRAG
@@ -50,11 +50,20 @@ def mode_markdown(api: "KernelRAG", session: Session | None) -> str:
     s = (session.api if session and session.api else api).settings
     device = (session.device if session and session.device else None) or s.device
     if s.llm_enabled:
-        llm = f"LLM: `{s.llm_model}` at `{s.llm_base_url}`"
+        llm = f"LLM: `{s.llm_model}` at `{s.llm_url_shown}`"
     else:
         llm = ("**offline**: no LLM configured; answers show the retrieved passages (labelled as such) "
                "and kernels are drafted from the skill library")
     return f"{llm} · verification device: `{device}` · state: `{s.home}`"
+
+
+def task_input(api: Any, code: str) -> Any:
+    """The task box's content: source text as typed, or a file path only under the input
+    folders (``kernelrag.config.read_input``): the box never reads other files."""
+    from kernelrag.config import read_input
+
+    source, path = read_input(code, api.settings, "task")
+    return path if path is not None else source
 
 
 class Handlers:
@@ -113,7 +122,7 @@ class Handlers:
         if not (code or "").strip():
             return "Paste or upload a task to see the reasoning graph's suggestions."
         try:
-            pattern = self.api.pattern(code)
+            pattern = self.api.pattern(task_input(self.api, code))
             if not pattern.known:
                 return f"### Suggestions\nOp pattern unknown ({render.md_escape(pattern.reason)}): no graph evidence."
             skills = self.api.find_skills(pattern, k=3)
@@ -139,7 +148,8 @@ class Handlers:
 
         def work() -> None:
             try:
-                events.put(("done", api.generate(code, backend=backend, max_rounds=rounds, device=device,
+                events.put(("done", api.generate(task_input(api, code), backend=backend, max_rounds=rounds,
+                                                 device=device,
                                                  on_round=lambda r: events.put(("round", r)),
                                                  use_memory=use_memory)))
             except BaseException as exc:        # shown to the person; the app keeps serving
@@ -197,7 +207,7 @@ class Handlers:
             return "", "", ""
         try:
             s = self.api.skill(name)
-            return render.skill_markdown(s, self.api.is_stale(s)), s.kernel_source(), s.reference_source()
+            return render.skill_markdown(s, self.api.skill_status(s)), s.kernel_source(), s.reference_source()
         except Exception as exc:
             return f"**Error:** {error_text(exc)}", "", ""
 
@@ -227,6 +237,8 @@ class Handlers:
             if base_url and not base_url.startswith(("http://", "https://")):
                 raise ValueError(f"LLM base URL {base_url!r} must start with http:// or https://")
             base = self.api.settings
+            if base_url and base_url == base.llm_url_shown:
+                base_url = base.llm_base_url        # the field shows the URL without its credentials
             if base_url:
                 # the server's own key goes only to the server's own endpoint, never to one typed here
                 fallback = base.llm_api_key if base_url == base.llm_base_url else None
@@ -234,7 +246,8 @@ class Handlers:
                                              llm_api_key=(key or "").strip() or fallback)
                 settings = api.settings
                 session = Session(api=api, device=device)
-                message = (f"LLM set for this browser session: `{settings.llm_model}` at `{base_url}` "
+                message = (f"LLM set for this browser session: `{settings.llm_model}` "
+                           f"at `{settings.llm_url_shown}` "
                            f"(key {'given, kept in memory only' if settings.llm_api_key else 'not given'}).")
             elif base.llm_enabled:
                 session = Session(api=self.api.with_settings(llm_base_url=None), device=device)

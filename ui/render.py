@@ -208,10 +208,11 @@ def skill_rows(refs: list[Any], query: str = "") -> list[list[str]]:
     return rows
 
 
-def skill_markdown(skill: Any, stale: str | None) -> str:
-    """A skill's state, transformations and measured provenance."""
+def skill_markdown(skill: Any, status: Any) -> str:
+    """A skill's status (``kernelrag.memory.skill_status``), transformations and measured provenance."""
     lines = [f"### {skill.name}",
-             f"`{skill.pattern}` · {skill.category} · {skill.backend} · **{skill.review_state}** · {skill.source}",
+             f"`{skill.pattern}` · {skill.category} · {skill.backend} · {skill.source}",
+             f"**{md_escape(status.label())}**",
              md_escape(skill.summary),
              "Transformations: " + (", ".join(f"`{t}`" for t in skill.transformations) or "none")]
     prov = {k: v for k, v in (skill.provenance or {}).items() if v is not None}
@@ -220,6 +221,4 @@ def skill_markdown(skill: Any, stale: str | None) -> str:
             f"| {k} | {md_escape(_num(v, '.4g') if isinstance(v, float) else v)} |" for k, v in sorted(prov.items())))
     else:
         lines.append("Provenance: never measured.")
-    if stale and prov:
-        lines.append(f"_Stale here: {md_escape(stale)}_")
     return "\n\n".join(lines)

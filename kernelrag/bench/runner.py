@@ -46,7 +46,8 @@ from kernelrag.types import GenerateResult, Round
 from kernelrag.verify.ceilings import get_ceilings
 from kernelrag.verify.session import VerifySession
 
-EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 3
+# a run stopped by its budget is a job that did not finish: 1, like any failed job (re-run to resume)
+EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 1
 
 
 def today() -> str:
@@ -65,7 +66,9 @@ def load_results(path: Path) -> dict[str, Any]:
         try:
             return json.loads(path.read_text())
         except ValueError as exc:
-            raise SystemExit(f"{path} is not valid JSON ({exc}); move it away to start a fresh run")
+            from kernelrag.errors import ConfigError
+
+            raise ConfigError(f"{path} is not valid JSON ({exc}); move it away to start a fresh run") from None
     return {"tasks": {}, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
 
@@ -95,7 +98,9 @@ def task_files(paths: list[Path]) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            raise SystemExit(f"no such task file or directory: {p}")
+            from kernelrag.errors import ConfigError
+
+            raise ConfigError(f"no such task file or directory: {p}; give task files or folders")
     return out
 
 
@@ -251,7 +256,13 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
 
 
 def main(argv: list[str] | None = None) -> int:
-    return run(build_parser().parse_args(argv))
+    from kernelrag.errors import KernelRAGError
+
+    try:
+        return run(build_parser().parse_args(argv))
+    except KernelRAGError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return exc.exit_code
 
 
 if __name__ == "__main__":

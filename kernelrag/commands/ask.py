@@ -27,10 +27,13 @@ def run(args: argparse.Namespace) -> int:
     if args.k < 1:
         print(f"kernelrag ask: -k {args.k} must be at least 1", file=sys.stderr)
         return 2
+    from kernelrag.api import STORE_FAILED
+
     result = KernelRAG().ask(args.question, k=args.k)
+    failed = 1 if any(n.startswith(STORE_FAILED) for n in result.notes) else 0   # the store could not be read
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
-        return 0
+        return failed
     print(result.answer)
     if result.mode == "llm" and result.citations:
         print("\nSources:")
@@ -42,4 +45,4 @@ def run(args: argparse.Namespace) -> int:
         c = result.cost
         print(f"\n({c.llm_calls} LLM call, {c.prompt_tokens}+{c.completion_tokens} tokens, {c.seconds:.1f} s)",
               file=sys.stderr)
-    return 0
+    return failed

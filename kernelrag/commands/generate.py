@@ -51,8 +51,14 @@ def run(args: argparse.Namespace) -> int:
 
     result = kr.generate(task, backend=args.backend, max_rounds=args.rounds,
                                   device=args.device, on_round=progress, use_memory=not args.no_memory)
+    out_failed = None
     if args.out and result.source:
-        Path(args.out).write_text(result.source)
+        try:
+            Path(args.out).write_text(result.source)
+        except OSError as exc:
+            out_failed, args.out = f"--out {args.out}: {exc.strerror or exc}", None
+            result.write_back.failed.append("out")
+            print(f"kernelrag generate: cannot write {out_failed}; the kernel is printed instead", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_dict(), indent=2))
     else:
@@ -67,4 +73,8 @@ def run(args: argparse.Namespace) -> int:
             print(f"  note: {note}")
         if args.out and result.source:
             print(f"  kernel written to {args.out}")
+        elif result.ok and wb.failed:        # memory could not keep it: the kernel is not lost
+            print(f"  write-back failed ({', '.join(wb.failed)}); the verified kernel follows "
+                  "(or pass --out FILE)\n")
+            print(result.source)
     return 0 if result.ok else 1

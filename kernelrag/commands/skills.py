@@ -16,8 +16,15 @@ EXAMPLE = """examples:
 
 Seed skills (skills/) are read-only: approve/retire on one records an override
 under $KERNELRAG_HOME. Their measured numbers come from
-`python3 -m kernelrag.bench.measure_skills` run on a GPU. "stale" means the numbers were
-measured under another GPU or torch/triton version than this machine's."""
+`python3 -m kernelrag.bench.measure_skills` run on a GPU.
+
+STATUS is state · evidence · freshness (the same words everywhere):
+  state      draft (never verified), verified (passed the verifier), approved (verified
+             and accepted by a person), needs_review (numbers implausible: waits for a
+             person), retired (no longer offered)
+  evidence   timed on <GPU> | correctness only (cpu) | never measured
+  freshness  current | stale: <why> (the GPU or torch/triton version the evidence
+             depends on differs here) | not re-checkable (GPU timing, no GPU here)"""
 
 ACTIONS = ("list", "show", "verify", "approve", "retire", "promote")
 
@@ -56,13 +63,11 @@ def _list(kr: KernelRAG, args) -> int:
     if args.json:
         print(json.dumps({"skills": rows, "problems": problems}, indent=2))
         return 0
-    head = f"{'NAME':28s} {'PATTERN':32s} {'BACKEND':7s} {'STATE':12s} {'STALE':6s} {'EAGER':>7s} {'COMPILE':>7s}  GPU"
-    print(head)
+    print(f"{'NAME':28s} {'PATTERN':32s} {'BACKEND':7s} {'EAGER':>7s} {'COMPILE':>7s}  STATUS")
     for r in rows:
-        stale = "never" if r["stale"] == "never measured" else ("yes" if r["stale"] else "no")
         src = "" if r["source"] == "seed" else " (learned)"
-        print(f"{r['name'] + src:28s} {r['pattern']:32s} {r['backend']:7s} {r['state']:12s} {stale:6s} "
-              f"{_fmt(r['speedup_vs_eager']):>7s} {_fmt(r['speedup_vs_compile']):>7s}  {r['gpu'] or '-'}")
+        print(f"{r['name'] + src:28s} {r['pattern']:32s} {r['backend']:7s} "
+              f"{_fmt(r['speedup_vs_eager']):>7s} {_fmt(r['speedup_vs_compile']):>7s}  {r['status']}")
     print(f"{len(rows)} skills")
     for problem in problems:
         print(f"warning: {problem}")
@@ -79,7 +84,7 @@ def _show(kr: KernelRAG, args) -> int:
     for key in ("pattern", "category", "backend", "transformations", "dtypes", "shapes", "tolerance"):
         print(f"  {key:16s} {data[key]}")
     print(f"  {'path':16s} {s.path}")
-    print(f"  {'stale':16s} {data['stale'] or 'no'}")
+    print(f"  {'status':16s} {kr.library.status(s).label()}")
     if s.provenance:
         print("  provenance:")
         for k, v in s.provenance.items():

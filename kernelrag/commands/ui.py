@@ -52,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     if args.host not in ("127.0.0.1", "localhost", "::1") and args.auth is None:
         print(f"warning: listening on {args.host} without --auth: anyone who can reach it can use it",
               file=sys.stderr)
-    from ui.app import launch
+    from kernelrag.ui.app import launch
 
     shown = f"[{args.host}]" if ":" in args.host else args.host
     print(f"kernelrag UI: http://{shown}:{args.port}/ (stop with Ctrl-C)", file=sys.stderr)

@@ -3,7 +3,8 @@
 ``openai`` is imported here only, on first use. Retries are ours (the client's
 own are switched off) so a failure names the endpoint, the attempts and the fix.
 The API key is passed to the client and nowhere else: it is never logged,
-stored, put in a result or echoed in an error (error text is scrubbed of it).
+stored, put in a result or echoed in an error (error text is scrubbed of it);
+the same holds for credentials inside the base URL (``http://user:pass@host/v1``).
 """
 from __future__ import annotations
 
@@ -42,7 +43,7 @@ class LLMClient:
             raise LLMError("no LLM endpoint configured; set KERNELRAG_LLM_BASE_URL (any "
                            "OpenAI-compatible /v1 URL) or llm_base_url in kernelrag.toml")
         self.settings = settings
-        self.base_url = settings.llm_base_url
+        self.base_url = settings.llm_url_shown      # printed in errors: no credentials
         self.model = settings.llm_model
         self._client = None
         self.calls = 0
@@ -54,15 +55,14 @@ class LLMClient:
 
             self._client = openai.OpenAI(
                 api_key=self.settings.llm_api_key or _NO_KEY,
-                base_url=self.base_url,
+                base_url=self.settings.llm_base_url,
                 timeout=self.settings.llm_timeout_s,
                 max_retries=0,
             )
         return self._client
 
     def _scrub(self, text: str) -> str:
-        key = self.settings.llm_api_key
-        return text.replace(key, "***") if key else text
+        return self.settings.scrub(text)
 
     def _with_retries(self, what: str, call):
         import openai

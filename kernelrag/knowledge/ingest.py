@@ -10,13 +10,15 @@ the write because it calls ``collection.add``, which cannot replace a record.
 """
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
+import stat
 import sys
 import time
 from pathlib import Path
 
-from kernelrag.errors import ConfigError
+from kernelrag.errors import ConfigError, StoreError
 from kernelrag.knowledge.chunking import chunk_document
 from kernelrag.knowledge.formats import (IGNORED_DIRS, IngestFailure, SkipFile, classify, decode, extract,
                                          kind_from_path)
@@ -28,30 +30,99 @@ PIPELINE_VERSION = "1"      # bump when extraction or chunking changes: every fi
 
 def source_key(path: Path) -> str:
     """Repository-relative path (``corpus/bank-conflicts.md``) when inside a git checkout, else absolute."""
-    path = path.resolve()
+    try:
+        path = path.resolve()
+    except (OSError, RuntimeError):          # a symlink loop: keep the path as given
+        path = Path(os.path.abspath(path))
     for parent in path.parents:
         if (parent / ".git").exists():
             return path.relative_to(parent).as_posix()
     return path.as_posix()
 
 
-def collect(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str]]:
-    """Files under ``paths`` (sorted, hidden and cache folders left out) and paths that do not exist."""
+_NOT_REGULAR = {stat.S_IFIFO: "a named pipe", stat.S_IFCHR: "a character device", stat.S_IFBLK: "a block device",
+                stat.S_IFSOCK: "a socket"}
+
+
+def entry_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be ingested as a file (never opening it), or None for a regular file.
+
+    ``lstat`` first and ``stat`` second, so a symlink loop, a dangling link, a named pipe
+    or a device is named without being opened: opening a FIFO blocks until a writer comes."""
+    try:
+        info = os.stat(path)
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            return "symlink loop; fix or remove the link"
+        if exc.errno == errno.ENOENT and os.path.islink(path):
+            return f"broken symlink (points to {os.readlink(path)!r}); fix or remove the link"
+        return f"cannot read ({exc.strerror or exc}); check permissions"
+    if stat.S_ISREG(info.st_mode):
+        return None
+    kind = _NOT_REGULAR.get(stat.S_IFMT(info.st_mode), "not a regular file")
+    return f"{kind}, not a regular file; not opened"
+
+
+def _shown(path: Path) -> str:
+    """How an entry that cannot be read is named: its folder resolved, its own name as listed."""
+    return f"{source_key(path.parent)}/{path.name}"
+
+
+def _resolved(path: Path) -> Path:
+    try:
+        return path.resolve()
+    except (OSError, RuntimeError):
+        return Path(os.path.abspath(path))
+
+
+def collect(paths: list[Path]) -> tuple[list[tuple[Path, bool]], list[str], list[tuple[str, str]]]:
+    """Files under ``paths`` (sorted, hidden and cache folders left out), paths that do not
+    exist, and entries that cannot be ingested ``(path, reason)``: unreadable folders,
+    symlink loops, named pipes, devices. Symlinked folders are not descended into."""
     files: dict[Path, bool] = {}
     missing: list[str] = []
+    bad: list[tuple[str, str]] = []
+
+    def unreadable(exc: OSError) -> None:
+        bad.append((source_key(Path(exc.filename or "?")),
+                    f"cannot read folder ({exc.strerror or exc}); check permissions"))
+
     for given in paths:
         given = given.expanduser()
-        if given.is_file():
-            files.setdefault(given.resolve(), True)
-        elif given.is_dir():
-            for root, dirs, names in os.walk(given):
+        if os.path.isdir(given):
+            for root, dirs, names in os.walk(given, onerror=unreadable):
                 dirs[:] = sorted(d for d in dirs if not d.startswith(".") and d not in IGNORED_DIRS)
                 for name in sorted(names):
-                    if not name.startswith("."):
-                        files.setdefault((Path(root) / name).resolve(), False)
+                    if name.startswith("."):
+                        continue
+                    path = Path(root) / name
+                    problem = entry_problem(path)
+                    if problem is None:
+                        files.setdefault(_resolved(path), False)
+                    else:
+                        bad.append((_shown(path), problem))
+        elif os.path.lexists(given):
+            problem = entry_problem(given)
+            if problem is None:
+                files.setdefault(_resolved(given), True)
+            else:
+                bad.append((_shown(given), problem))
         else:
             missing.append(str(given))
-    return sorted(files.items()), missing
+    return sorted(files.items()), missing, bad
+
+
+def read_regular(path: Path) -> bytes:
+    """The bytes of ``path``, opened without blocking and checked to be a regular file
+    (a file swapped for a FIFO after it was listed is refused, not waited on)."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise IngestFailure(entry_problem(path) or "not a regular file; not read")
+        with os.fdopen(fd, "rb", closefd=False) as fh:
+            return fh.read()
+    finally:
+        os.close(fd)
 
 
 def chunk_id(source: str, chunk: Chunk) -> str:
@@ -121,7 +192,7 @@ def _ingest_file(store, manifest: Manifest, report: IngestReport, path: Path, ex
     if size > settings.max_file_bytes:
         raise IngestFailure(f"too large ({size} bytes > max_file_bytes {settings.max_file_bytes}); "
                             "split it or raise KERNELRAG_MAX_FILE_BYTES")
-    data = path.read_bytes()
+    data = read_regular(path)
     salt = f"{PIPELINE_VERSION}|{settings.chunk_chars}|{kind}|{store.embed_id}|".encode()
     file_hash = hashlib.sha256(salt + data).hexdigest()
     if manifest.unchanged(key, file_hash, str(path)):
@@ -186,10 +257,26 @@ def _prune(store, manifest: Manifest, report: IngestReport, paths: list[Path]) -
     return changed
 
 
+def _lock(home: Path, store_key: str, timeout_s: float):
+    """The store's ingest lock; busy for ``timeout_s`` -> StoreError naming the lock file."""
+    from filelock import FileLock
+
+    locks = home / "locks"
+    try:
+        locks.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StoreError(f"cannot create {locks} ({exc.strerror or exc}); KERNELRAG_HOME ({home}) must be "
+                         "a writable folder: fix its permissions or point KERNELRAG_HOME elsewhere") from None
+    return FileLock(str(locks / f"{store_key}.lock"), timeout=timeout_s)
+
+
 def ingest_paths(store, paths: list[Path], prune: bool = False, progress: bool = True,
                  kind: str | None = None) -> IngestReport:
-    """Ingest ``paths`` (files or folders) into ``store``; see the module docstring."""
-    from filelock import FileLock
+    """Ingest ``paths`` (files or folders) into ``store``; see the module docstring.
+
+    A path that does not exist is a failed entry; with ``prune`` it stops the prune
+    (nothing is deleted: a typo must not drop the chunks of a whole tree)."""
+    from filelock import Timeout
     from tqdm import tqdm
 
     if kind is not None and kind not in KINDS:
@@ -197,12 +284,26 @@ def ingest_paths(store, paths: list[Path], prune: bool = False, progress: bool =
     started = time.perf_counter()
     report = IngestReport()
     home = Path(store.settings.home)
-    (home / "locks").mkdir(parents=True, exist_ok=True)
-    with FileLock(str(home / "locks" / f"{store.store_key}.lock")):
+    timeout_s = store.settings.lock_timeout_s
+    lock = _lock(home, store.store_key, timeout_s)
+    try:
+        lock.acquire()
+    except Timeout:
+        raise StoreError(f"the knowledge store is busy: another ingest holds {lock.lock_file} (waited "
+                         f"{timeout_s:g} s); wait for it to finish, raise KERNELRAG_LOCK_TIMEOUT_S, or delete "
+                         "the lock file if no kernelrag process is running") from None
+    except OSError as exc:
+        raise StoreError(f"cannot take the lock {lock.lock_file} ({exc.strerror or exc}); KERNELRAG_HOME "
+                         f"({home}) must be writable") from None
+    try:
         manifest = Manifest(home / "manifests" / f"{store.store_key}.json")
-        files, missing = collect(paths)
-        for name in missing if not prune else []:
-            report.fail(name, "no such file or directory; check the path")
+        files, missing, bad = collect(paths)
+        for name in missing:
+            report.fail(name, "no such file or directory; check the path"
+                        + ("; nothing was pruned" if prune else ""))
+        for name, reason in bad:
+            report.files_seen += 1
+            report.fail(name, reason)
         changed = False
         off = None if progress else True    # None: tqdm stays quiet when stderr is not a terminal (CI logs)
         file_bar = tqdm(files, desc="files", unit="file", file=sys.stderr, disable=off, leave=False)
@@ -220,15 +321,25 @@ def ingest_paths(store, paths: list[Path], prune: bool = False, progress: bool =
                 except OSError as exc:
                     report.fail(source_key(path), f"cannot read ({exc.strerror or exc}); check permissions")
                 if n % 50 == 0:
-                    manifest.save()
-            if prune:
+                    _save(manifest)
+            if prune and not missing:
                 changed |= _prune(store, manifest, report, paths)
         finally:
             chunk_bar.close()
             file_bar.close()
-            manifest.save()
+            _save(manifest)
             if changed:
                 store.bump_revision()
         report.chunks_total = store.count()
+    finally:
+        lock.release()
     report.seconds = round(time.perf_counter() - started, 3)
     return report
+
+
+def _save(manifest: Manifest) -> None:
+    try:
+        manifest.save()
+    except OSError as exc:
+        raise StoreError(f"cannot write the ingest manifest {manifest.path} ({exc.strerror or exc}); "
+                         "KERNELRAG_HOME must be writable") from None

@@ -1,5 +1,7 @@
 """Search: dense (Chroma, query embedded here) + BM25 (bm25s), fused by reciprocal rank fusion.
 
+No torch and no llama-index on this path (see ``dense_hits`` and ``embed.query_encoder``).
+
     from kernelrag.knowledge.store import search
     hits = search("how do I avoid shared memory bank conflicts", settings, k=5)
     hits[0].citation()   # 'corpus/bank-conflicts.md §Swizzling L12-40'
@@ -35,21 +37,19 @@ def hit_from(chunk_id: str, text: str, meta: dict, score: float) -> SearchHit:
 
 
 def dense_hits(store, query: str, n: int, kind: str | None) -> list[SearchHit]:
-    """Nearest chunks by cosine similarity, through llama-index's ChromaVectorStore."""
-    from llama_index.core.vector_stores.types import (MetadataFilter, MetadataFilters,
-                                                      VectorStoreQuery)
+    """Nearest chunks by cosine similarity: one ``collection.query`` with the query's embedding.
 
+    The records are those llama-index's ChromaVectorStore wrote (``ingest``); reading them
+    back needs no llama-index, so a search does not pay its import."""
     from kernelrag.knowledge.embed import embed_query
 
-    filters = MetadataFilters(filters=[MetadataFilter(key="kind", value=kind)]) if kind else None
     vector = embed_query(query, store.settings.embed_model)
-    result = store.vector_store.query(VectorStoreQuery(query_embedding=vector, similarity_top_k=n,
-                                                       filters=filters))
-    hits = []
-    for node, similarity, cid in zip(result.nodes, result.similarities or [], result.ids or []):
-        cosine = 1.0 + math.log(similarity) if similarity > 0 else -1.0   # store reports exp(-distance)
-        hits.append(hit_from(cid, node.get_content(), node.metadata, cosine))
-    return hits
+    got = store.collection.query(query_embeddings=[vector], n_results=n, where={"kind": kind} if kind else None,
+                                 include=["documents", "metadatas", "distances"])
+    ids, docs = (got.get("ids") or [[]])[0], (got.get("documents") or [[]])[0]
+    metas, distances = (got.get("metadatas") or [[]])[0], (got.get("distances") or [[]])[0]
+    return [hit_from(cid, doc, meta or {}, 1.0 - float(dist))        # cosine distance -> similarity
+            for cid, doc, meta, dist in zip(ids, docs, metas, distances)]
 
 
 def bm25_hits(store, query: str, n: int, kind: str | None) -> list[SearchHit]:

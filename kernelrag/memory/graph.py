@@ -3,7 +3,10 @@
 Nodes ``pattern:<signature>``, ``transformation:<id>`` (the vocabulary in
 ``kernelrag/memory/data/transformations.toml``), ``skill:<name>`` and ``gpu:<name>``.
 Every attempt is one record (pattern, transformations, gpu, dtype, regime,
-outcome, speedups vs eager and torch.compile, versions, date, log id); it is
+outcome, speedups vs eager and torch.compile, versions, date, log id, kernel
+hash); a record of the same kernel in the same environment (``evidence_key``)
+updates the earlier one and counts its ``verifications``, so one kernel verified
+three times is one success, not three. Each record is
 stored on each ``pattern -> transformation`` edge it used, and the per-(gpu,
 dtype, size class) aggregates are computed from the records when asked for.
 Skills add ``skill -implements-> pattern`` and ``skill -uses-> transformation``.
@@ -30,8 +33,9 @@ from kernelrag.errors import GraphError
 from kernelrag.memory.graph_export import export
 from kernelrag.memory.graph_query import (OUTCOMES, Evidence, Failure, Suggestion, aggregate, evidence,
                                    failure, gpu_matches, outcome_from_verdict, suggestion)
-from kernelrag.memory.storage import VOCABULARY_PATH, atomic_write_text, file_lock, load_vocabulary, now_utc
 from kernelrag.memory.skills import SkillLibrary
+from kernelrag.memory.storage import (VOCABULARY_PATH, atomic_write_text, file_lock, load_vocabulary, now_utc,
+                                      write_text_or_raise)
 from kernelrag.patterns import OpPattern, category_of, heavy_ops, similarity, split_ops
 
 FORMAT = "kernelrag-graph"
@@ -44,16 +48,46 @@ def _rid(record: dict[str, Any]) -> str:
     return hashlib.sha1(json.dumps(body, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def evidence_key(record: dict[str, Any]) -> tuple | None:
+    """What makes two records the same evidence: one kernel (content hash) on one pattern,
+    GPU, dtype and size class, under one torch and triton. None for records without a
+    kernel hash (seed evidence, outcomes reported by hand): each of those counts."""
+    if not record.get("kernel_hash"):
+        return None
+    versions = record.get("versions") or {}
+    return (record["pattern"], tuple(record["transformations"]), record["kernel_hash"], record.get("gpu"),
+            record.get("dtype"), (record.get("regime") or {}).get("size_class"), versions.get("torch"),
+            versions.get("triton"))
+
+
+def kernel_hash(source: str) -> str:
+    """The content hash that identifies one kernel in the evidence."""
+    return hashlib.sha256(source.encode()).hexdigest()[:16]
+
+
 def _signature(pattern: "str | OpPattern") -> str:
     if isinstance(pattern, OpPattern):
         if not pattern.known:
             raise GraphError(f"the task's op pattern is unknown ({pattern.reason}); nothing can be "
-                             "recorded or suggested for it; check pattern.known before recording")
+                             "recorded or suggested for it; check pattern.known before recording", usage=True)
         return pattern.signature
     ops = split_ops(str(pattern))
     if not ops or ops == ["unknown"]:
-        raise GraphError(f"bad op pattern {pattern!r}; give ops joined by '>', e.g. 'matmul>add>relu'")
+        raise GraphError(f"bad op pattern {pattern!r}; give ops joined by '>', e.g. 'matmul>add>relu'", usage=True)
     return ">".join(ops)
+
+
+def _add_record(records: list[dict[str, Any]], record: dict[str, Any]) -> None:
+    """Append ``record``, or update the record of the same evidence (``evidence_key``):
+    re-verifying one kernel in one environment is one piece of evidence, not another success."""
+    key = evidence_key(record)
+    if key is not None:
+        for i, old in enumerate(records):
+            if evidence_key(old) == key:
+                records[i] = {**record, "verifications": int(old.get("verifications") or 1) + 1,
+                              "first_date": old.get("first_date") or old.get("date")}
+                return
+    records.append(record)
 
 
 class ReasoningGraph:
@@ -134,7 +168,7 @@ class ReasoningGraph:
 
     def _write(self) -> None:
         self.g.graph["updated"] = now_utc()
-        atomic_write_text(self.path, json.dumps(self.to_node_link(), indent=1, sort_keys=True) + "\n")
+        write_text_or_raise(self.path, json.dumps(self.to_node_link(), indent=1, sort_keys=True) + "\n")
 
     def reload(self) -> None:
         self.g = self._load()
@@ -206,26 +240,26 @@ class ReasoningGraph:
                    dtype: str | None = None, regime: dict | None = None, log_id: str | None = None,
                    skill: str | None = None, versions: dict | None = None, date: str | None = None,
                    detail: str | None = None, kernel_ms: float | None = None, rid: str | None = None,
-                   **extra: Any) -> dict[str, Any]:
+                   kernel_hash: str | None = None, **extra: Any) -> dict[str, Any]:
         sig = _signature(pattern)
         if outcome not in OUTCOMES:
-            raise GraphError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}")
+            raise GraphError(f"outcome {outcome!r} is not one of {', '.join(OUTCOMES)}", usage=True)
         tids = [transformations] if isinstance(transformations, str) else list(transformations or [])
         if not tids:
-            raise GraphError("an outcome needs at least one transformation id")
+            raise GraphError("an outcome needs at least one transformation id", usage=True)
         unknown = [t for t in tids if t not in self.vocabulary]
         if unknown:
             raise GraphError(f"unknown transformation id(s) {unknown}; valid ids: "
-                             f"{', '.join(sorted(self.vocabulary))}; add new ones to {VOCABULARY_PATH}")
+                             f"{', '.join(sorted(self.vocabulary))}; add new ones to {VOCABULARY_PATH}", usage=True)
         for name, value in (("speedup_vs_eager", speedup_vs_eager), ("speedup_vs_compile", speedup_vs_compile)):
             if value is not None and not (isinstance(value, (int, float)) and 0 < value < float("inf")):
-                raise GraphError(f"{name}={value!r} must be a positive finite number or None")
+                raise GraphError(f"{name}={value!r} must be a positive finite number or None", usage=True)
         if not gpu:
-            raise GraphError("gpu is required (the GPU name, e.g. 'NVIDIA H200', or 'cpu')")
+            raise GraphError("gpu is required (the GPU name, e.g. 'NVIDIA H200', or 'cpu')", usage=True)
         if regime is None and isinstance(pattern, OpPattern):
             regime = {k: v for k, v in pattern.regime.items() if k != "note"}
         if regime is not None and not isinstance(regime, dict):
-            raise GraphError(f"regime must be a dict, got {type(regime).__name__}")
+            raise GraphError(f"regime must be a dict, got {type(regime).__name__}", usage=True)
         if dtype is None and regime and regime.get("dtypes"):
             dtype = regime["dtypes"][0]
         record = {"pattern": sig, "transformations": tids, "gpu": str(gpu), "outcome": outcome,
@@ -233,6 +267,8 @@ class ReasoningGraph:
                   "dtype": dtype or "unknown", "regime": dict(regime or {}), "log_id": log_id or "",
                   "skill": skill, "versions": dict(versions or {}), "date": date or now_utc(),
                   "detail": (detail or "")[:300], "kernel_ms": kernel_ms}
+        if kernel_hash:
+            record["kernel_hash"] = str(kernel_hash)[:64]
         record.update({k: v for k, v in extra.items() if isinstance(v, (str, int, float, bool, type(None)))})
         record["rid"] = rid or _rid(record)
         return record
@@ -246,7 +282,7 @@ class ReasoningGraph:
             tnode = f"transformation:{tid}"
             if not g.has_edge(pid, tnode):
                 g.add_edge(pid, tnode, kind="evidence", records=[])
-            g.edges[pid, tnode].setdefault("records", []).append(record)
+            _add_record(g.edges[pid, tnode].setdefault("records", []), record)
         gnode = f"gpu:{record['gpu']}"
         g.add_node(gnode, kind="gpu", name=record["gpu"])
         g.add_edge(pid, gnode, kind="tried_on")
@@ -262,19 +298,21 @@ class ReasoningGraph:
                        regime: dict[str, Any] | None = None, log_id: str | None = None,
                        skill: str | None = None, versions: dict[str, Any] | None = None,
                        date: str | None = None, detail: str | None = None,
-                       kernel_ms: float | None = None) -> dict[str, Any]:
+                       kernel_ms: float | None = None, kernel_hash: str | None = None) -> dict[str, Any]:
         """Record one attempt (reload under the lock, apply, write); returns the stored record.
 
         ``outcome``: one of OUTCOMES (``outcome_from_verdict`` maps a verdict to it).
         ``regime``: the pattern's regime (its ``size_class`` buckets the evidence).
         ``versions``: {"torch", "triton", "driver"}. ``detail``: one line, e.g. the
-        verdict's reason. Raises GraphError for an unknown transformation id or outcome.
+        verdict's reason. ``kernel_hash`` (``kernel_hash(source)``): a record of the same
+        kernel in the same environment replaces the earlier one (``evidence_key``).
+        Raises GraphError for an unknown transformation id or outcome.
         """
         return self.record_many([dict(
             pattern=pattern, transformations=transformations, gpu=gpu, outcome=outcome,
             speedup_vs_eager=speedup_vs_eager, speedup_vs_compile=speedup_vs_compile, dtype=dtype,
             regime=regime, log_id=log_id, skill=skill, versions=versions, date=date, detail=detail,
-            kernel_ms=kernel_ms)])[0]
+            kernel_ms=kernel_ms, kernel_hash=kernel_hash)])[0]
 
     def record_many(self, records: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """Record several attempts in one locked read-modify-write."""
@@ -352,7 +390,7 @@ class ReasoningGraph:
         sig = _signature(pattern)
         if transformation not in self.vocabulary:
             raise GraphError(f"unknown transformation {transformation!r}; valid ids: "
-                             f"{', '.join(sorted(self.vocabulary))}")
+                             f"{', '.join(sorted(self.vocabulary))}", usage=True)
         return evidence(sig, transformation, self._records(sig, transformation, None))
 
     def failures(self, pattern: "str | OpPattern", gpu: str | None = None) -> list[Failure]:

@@ -71,7 +71,7 @@ def to_dot(graph: Any) -> str:
 
 def export(graph: Any, path: Path, format: str = "graphml") -> Path:
     if format not in FORMATS:
-        raise GraphError(f"export format {format!r} is not one of {', '.join(FORMATS)}")
+        raise GraphError(f"export format {format!r} is not one of {', '.join(FORMATS)}", usage=True)
     path = Path(path)
     if format == "json":
         atomic_write_text(path, json.dumps(graph.to_node_link(), indent=1, sort_keys=True) + "\n")

@@ -61,7 +61,8 @@ class Stats:
     """Aggregates of a set of records (one pattern x transformation, or one bucket)."""
 
     attempts: int = 0
-    successes: int = 0
+    successes: int = 0               # outcome "success": the kernel passed the verifier
+    timed: int = 0                   # successes timed on a GPU (the rest: correctness only, CPU)
     failures_by_reason: dict[str, int] = field(default_factory=dict)
     success_rate_lb: float = 0.0
     expected_speedup: float = 1.0
@@ -86,6 +87,7 @@ def aggregate(records: Iterable[dict[str, Any]]) -> Stats:
     for r in records:
         if r["outcome"] == "success":
             st.successes += 1
+            st.timed += r.get("kernel_ms") is not None
             s = better_baseline_speedup(r)
             if s:
                 ok_speedups.append(s)
@@ -136,7 +138,7 @@ class Suggestion:
     def line(self) -> str:
         """One line with the numbers: ``online_softmax  score 0.62  4/4 ok  1.9x eager ...``."""
         parts = [f"{self.transformation:24s} score {self.score:.2f}",
-                 f"{self.successes}/{self.attempts} ok (lb {self.success_rate_lb:.2f})"]
+                 f"{self.successes}/{self.attempts} verified (lb {self.success_rate_lb:.2f})"]
         if self.median_speedup_vs_eager is not None:
             parts.append(f"median {self.median_speedup_vs_eager:.2f}x eager")
         if self.median_speedup_vs_compile is not None:
@@ -200,8 +202,13 @@ class Evidence:
         st = self.stats
         if not st.attempts:
             return f"no evidence recorded for {self.transformation} on {self.pattern}"
-        lines = [f"{self.transformation} on {self.pattern}: {st.successes}/{st.attempts} succeeded "
-                 f"(Wilson lower bound {st.success_rate_lb:.2f}), score {st.score:.2f}"]
+        kinds = f"{st.timed} timed on a GPU, {st.successes - st.timed} correctness only (cpu)"
+        lines = [f"{self.transformation} on {self.pattern}: {st.successes} of {st.attempts} distinct kernels "
+                 f"verified ({kinds}; Wilson lower bound {st.success_rate_lb:.2f}), score {st.score:.2f}"]
+        repeats = sum(int(r.get("verifications") or 1) - 1 for r in self.records)
+        if repeats:
+            lines.append(f"  re-verifications of the same kernel in the same environment: {repeats} "
+                         "(counted once each)")
         if st.failures_by_reason:
             lines.append("  failures: " + ", ".join(f"{k} {v}" for k, v in sorted(st.failures_by_reason.items())))
         for b in self.buckets:
@@ -212,7 +219,7 @@ class Evidence:
             if s.median_speedup_vs_compile is not None:
                 speed += f", median {s.median_speedup_vs_compile:.2f}x compile"
             vers = f"torch {'/'.join(b.torch_versions) or '?'}, triton {'/'.join(b.triton_versions) or '?'}"
-            lines.append(f"  {b.gpu} {b.dtype} {b.size_class}: {s.successes}/{s.attempts} ok{speed}; "
+            lines.append(f"  {b.gpu} {b.dtype} {b.size_class}: {s.successes}/{s.attempts} verified{speed}; "
                          f"{vers}; {b.first_date[:10]}..{b.last_date[:10]}")
         lines.append("  log ids: " + ", ".join(self.log_ids))
         return "\n".join(lines)

@@ -30,12 +30,12 @@ from typing import Any
 
 from kernelrag.config import Settings, load_settings
 from kernelrag.errors import SkillError
+from kernelrag.memory.skill_status import REVIEW_STATES, SkillStatus, skill_status, stale_reason
 from kernelrag.memory.storage import atomic_write_text, file_lock, load_vocabulary, now_utc
 from kernelrag.memory.tomlwrite import dumps, update_table
 from kernelrag.patterns import CATEGORIES, OpPattern, category_of, similarity, slug
 from kernelrag.types import SkillRef
 
-REVIEW_STATES = ("draft", "verified", "approved", "retired", "needs_review")
 BACKENDS = ("triton", "cuda")
 _STATE_RANK = {"approved": 0, "verified": 1, "draft": 2, "needs_review": 3, "retired": 4}
 _NAME = re.compile(r"^[a-z0-9][a-z0-9_\-]*$")
@@ -147,10 +147,6 @@ def parse_skill(folder: Path, source: str) -> Skill:
         summary=str(data.get("summary", "")), file_state=state)
 
 
-def _major_minor(version: str | None) -> str:
-    return ".".join(str(version or "").split("+")[0].split(".")[:2])
-
-
 @functools.lru_cache(maxsize=1)
 def current_environment() -> dict[str, str | None]:
     """torch / triton versions installed here and the GPU name (None without a GPU)."""
@@ -211,6 +207,8 @@ class SkillLibrary:
             if not root.is_dir():
                 continue
             for toml_path in sorted(root.glob("*/*/skill.toml")):
+                if toml_path.parent.name.startswith("."):      # a write in progress, or its leftovers
+                    continue
                 try:
                     skill = parse_skill(toml_path.parent, source)
                 except SkillError as exc:
@@ -246,7 +244,7 @@ class SkillLibrary:
             return skills[name]
         close = difflib.get_close_matches(name, list(skills), n=5)
         hint = f"; did you mean {', '.join(close)}?" if close else f"; known skills: {', '.join(sorted(skills)) or 'none'}"
-        raise SkillError(f"no skill named {name!r}{hint}")
+        raise SkillError(f"no skill named {name!r}{hint}", usage=True)
 
     def find(self, pattern: "str | OpPattern | None" = None, text: str | None = None,
              category: str | None = None, k: int = 5, include_retired: bool = False) -> list[SkillMatch]:
@@ -271,23 +269,13 @@ class SkillLibrary:
 
     # ------------------------------------------------------------------ staleness
     def is_stale(self, skill: Skill, env: dict[str, str | None] | None = None) -> str | None:
-        """Why the skill's measurement does not hold here, or None when it does.
+        """Why the skill's measurement does not hold here, or None when it does
+        (rules and vocabulary: ``kernelrag.memory.skill_status``)."""
+        return stale_reason(skill.provenance, current_environment() if env is None else env)
 
-        Compares provenance torch / triton (major.minor) and GPU name with the
-        current environment; the GPU is not compared on a machine without one.
-        """
-        prov = skill.provenance
-        if not prov or not prov.get("date"):
-            return "never measured"
-        env = current_environment() if env is None else env
-        reasons = []
-        for pkg in ("torch", "triton"):
-            then, now = _major_minor(prov.get(pkg)), _major_minor(env.get(pkg))
-            if then and now and then != now:
-                reasons.append(f"measured with {pkg} {prov.get(pkg)}, this machine has {env.get(pkg)}")
-        if env.get("gpu") and prov.get("gpu") and prov["gpu"] != env["gpu"]:
-            reasons.append(f"measured on {prov['gpu']}, this machine has {env['gpu']}")
-        return "; ".join(reasons) or None
+    def status(self, skill: Skill, env: dict[str, str | None] | None = None) -> SkillStatus:
+        """State, evidence and freshness of ``skill``, as every interface shows them."""
+        return skill_status(skill.review_state, skill.provenance, current_environment() if env is None else env)
 
     # ------------------------------------------------------------------ writing
     def write_learned(self, name: str, pattern: "str | OpPattern", kernel_src: str, reference_src: str,
@@ -300,15 +288,15 @@ class SkillLibrary:
         """
         meta = dict(meta or {})
         if not _NAME.match(name):
-            raise SkillError(f"skill name {name!r} must be lower-case letters, digits, '_' or '-'")
+            raise SkillError(f"skill name {name!r} must be lower-case letters, digits, '_' or '-'", usage=True)
         existing = self._scan().get(name)
         if existing is not None and existing.source == "seed":
-            raise SkillError(f"{name!r} is a seed skill ({existing.path}); choose another name")
+            raise SkillError(f"{name!r} is a seed skill ({existing.path}); choose another name", usage=True)
         sig = pattern.signature if isinstance(pattern, OpPattern) else str(pattern)
         vocab = load_vocabulary()
         bad = [t for t in meta.get("transformations", []) if t not in vocab]
         if bad:
-            raise SkillError(f"unknown transformation ids {bad}; valid ids: {', '.join(sorted(vocab))}")
+            raise SkillError(f"unknown transformation ids {bad}; valid ids: {', '.join(sorted(vocab))}", usage=True)
         review = dict(meta.pop("review", {}) or {})
         review["state"] = meta.pop("review_state", review.get("state", "draft"))
         data = {"name": name, "pattern": sig, "category": meta.pop("category", category_of(sig)),
@@ -318,24 +306,45 @@ class SkillLibrary:
                 "shapes": meta.get("shapes", {}), "tolerance": meta.get("tolerance") or None,
                 "review": review, "provenance": meta.get("provenance") or None}
         folder = self.learned_dir / slug(sig) / name
-        if (folder.exists() or existing is not None) and not overwrite:
-            raise SkillError(f"learned skill {name!r} exists at {folder}; pass overwrite=True to replace it")
+
+        with file_lock(self.learned_dir / f".{name}"):     # one writer per skill name, across processes
+            self.refresh()
+            existing = self._scan().get(name)
+            if (folder.exists() or existing is not None) and not overwrite:
+                raise SkillError(f"learned skill {name!r} exists at {folder}; pass overwrite=True to replace it",
+                                 usage=True)
+            try:
+                self._swap_in(folder, name, {"kernel.py": kernel_src, "reference.py": reference_src,
+                                             "skill.toml": dumps(data)})
+            except OSError as exc:
+                raise SkillError(f"cannot write learned skill {name!r} under {self.learned_dir} "
+                                 f"({exc.strerror or exc}); KERNELRAG_HOME must be writable") from None
+            if existing is not None and existing.path != folder:
+                shutil.rmtree(existing.path, ignore_errors=True)
+            self.refresh()
+            return self.get(name)           # under the lock: another writer is not half-way through
+
+    @staticmethod
+    def _swap_in(folder: Path, name: str, files: dict[str, str]) -> None:
+        """Write ``files`` into a temp folder beside ``folder``, then put it in ``folder``'s place.
+        The caller holds the skill's lock; nothing is left behind when a step fails."""
         folder.parent.mkdir(parents=True, exist_ok=True)
         tmp = Path(tempfile.mkdtemp(prefix=f".{name}.", dir=folder.parent))
-        (tmp / "kernel.py").write_text(kernel_src)
-        (tmp / "reference.py").write_text(reference_src)
-        (tmp / "skill.toml").write_text(dumps(data))
-        if folder.exists():
-            old = folder.with_name(f".{name}.old-{os.getpid()}")
-            os.replace(folder, old)
+        old = folder.with_name(f".{name}.old-{os.getpid()}")
+        try:
+            for fname, text in files.items():
+                (tmp / fname).write_text(text)
+            if folder.exists():
+                shutil.rmtree(old, ignore_errors=True)
+                os.replace(folder, old)
             os.replace(tmp, folder)
+        except BaseException:
+            if old.exists() and not folder.exists():
+                os.replace(old, folder)            # the previous version stays in place
+            raise
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
             shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, folder)
-        if existing is not None and existing.path != folder:
-            shutil.rmtree(existing.path, ignore_errors=True)
-        self.refresh()
-        return self.get(name)
 
     def record_measurement(self, name: str, provenance: dict[str, Any] | None, state: str,
                            reasons: list[str] | None = None) -> Skill:
@@ -344,7 +353,7 @@ class SkillLibrary:
         Used by the measurement script (seed skills) and after verifying a learned
         skill; provenance comes only from a real verifier run."""
         if state not in REVIEW_STATES:
-            raise SkillError(f"state {state!r} is not one of {', '.join(REVIEW_STATES)}")
+            raise SkillError(f"state {state!r} is not one of {', '.join(REVIEW_STATES)}", usage=True)
         skill = self.get(name)
         text = skill.toml_path.read_text()
         if provenance is not None:
@@ -378,7 +387,7 @@ class SkillLibrary:
         skill = self.get(name)
         if skill.review_state not in ("verified", "needs_review", "approved"):
             raise SkillError(f"skill {name!r} is {skill.review_state}; only a verified skill can be approved "
-                             f"(run: kernelrag skills verify {name})")
+                             f"(run: kernelrag skills verify {name})", usage=True)
         return self._set_state(name, "approved")
 
     def retire(self, name: str) -> Skill:
@@ -389,14 +398,14 @@ class SkillLibrary:
         """Copy a verified or approved learned skill into the seed tree; returns its new folder."""
         skill = self.get(name)
         if skill.source != "learned":
-            raise SkillError(f"{name!r} is already a seed skill ({skill.path})")
+            raise SkillError(f"{name!r} is already a seed skill ({skill.path})", usage=True)
         if skill.review_state not in ("verified", "approved"):
             raise SkillError(f"skill {name!r} is {skill.review_state}; only verified or approved skills "
-                             f"can be promoted (run: kernelrag skills verify {name})")
+                             f"can be promoted (run: kernelrag skills verify {name})", usage=True)
         root = Path(dest) if dest is not None else self.seed_dir
         target = root / slug(skill.pattern) / name
         if target.exists():
-            raise SkillError(f"{target} already exists; retire or remove it first")
+            raise SkillError(f"{target} already exists; retire or remove it first", usage=True)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copytree(skill.path, target, ignore=shutil.ignore_patterns("__pycache__"))
         if root.resolve() == self.seed_dir.resolve():

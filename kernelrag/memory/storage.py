@@ -36,18 +36,29 @@ def now_utc() -> str:
 def file_lock(path: Path, timeout_s: float = 120.0) -> Iterator[None]:
     """Exclusive lock on ``<path>.lock`` (filelock when installed, else fcntl.flock)."""
     lock_path = Path(str(path) + ".lock")
-    lock_path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        lock_path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise GraphError(f"cannot create {lock_path.parent} ({exc.strerror or exc}); KERNELRAG_HOME must be "
+                         "a writable folder: fix its permissions or point KERNELRAG_HOME elsewhere") from None
     try:
         import filelock
     except ImportError:
         filelock = None
     if filelock is not None:
+        lock = filelock.FileLock(str(lock_path), timeout=timeout_s)
         try:
-            with filelock.FileLock(str(lock_path), timeout=timeout_s):
-                yield
+            lock.acquire()
         except filelock.Timeout:
             raise GraphError(f"could not lock {lock_path} within {timeout_s:.0f} s; another kernelrag "
                              "process holds it; wait, or delete the lock file if none is running") from None
+        except OSError as exc:
+            raise GraphError(f"cannot take the lock {lock_path} ({exc.strerror or exc}); KERNELRAG_HOME "
+                             "must be writable") from None
+        try:
+            yield
+        finally:
+            lock.release()
         return
     import fcntl
 
@@ -57,6 +68,15 @@ def file_lock(path: Path, timeout_s: float = 120.0) -> Iterator[None]:
             yield
         finally:
             fcntl.flock(fh.fileno(), fcntl.LOCK_UN)
+
+
+def write_text_or_raise(path: Path, text: str, error: type = GraphError) -> None:
+    """``atomic_write_text``, with an OSError (read-only or full disk) turned into ``error``."""
+    try:
+        atomic_write_text(path, text)
+    except OSError as exc:
+        raise error(f"cannot write {path} ({exc.strerror or exc}); KERNELRAG_HOME must be writable and "
+                    "have free space") from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:

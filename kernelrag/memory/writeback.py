@@ -22,6 +22,7 @@ import re
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernelrag.memory.graph import kernel_hash
 from kernelrag.memory.graph_query import outcome_from_verdict
 from kernelrag.memory.skills import current_environment
 from kernelrag.memory.storage import atomic_write_text, file_lock, now_utc
@@ -113,8 +114,11 @@ def record_verification(library: "SkillLibrary", skill: "Skill", v: "Verdict") -
 def evidence_record(v: "Verdict | dict", *, pattern: str, transformations: list[str], outcome: str,
                     log_id: str, gpu: str | None = None, skill: str | None = None, dtype: str | None = None,
                     regime: dict[str, Any] | None = None, detail: str = "", date: str | None = None,
-                    variant: str | None = None, kernel_ms: float | None = None) -> dict[str, Any]:
-    """One evidence record in the reasoning graph's format, its numbers from the verdict."""
+                    variant: str | None = None, kernel_ms: float | None = None,
+                    kernel_hash: str | None = None) -> dict[str, Any]:
+    """One evidence record in the reasoning graph's format, its numbers from the verdict.
+    ``kernel_hash`` (of the kernel source) makes re-verifications of one kernel in one
+    environment update one record (``kernelrag.memory.graph.evidence_key``)."""
     rec = {"pattern": pattern, "transformations": list(transformations),
            "gpu": gpu or value_of(v, "gpu") or value_of(v, "device") or "unknown", "outcome": outcome,
            "speedup_vs_eager": _round(value_of(v, "speedup_vs_eager")),
@@ -127,6 +131,8 @@ def evidence_record(v: "Verdict | dict", *, pattern: str, transformations: list[
            "frac_roofline": _round(value_of(v, "frac_roofline"))}
     if variant is not None:
         rec["variant"] = variant
+    if kernel_hash:
+        rec["kernel_hash"] = kernel_hash
     rec.update(evidence_fields(value_of(v, "profile")))   # the profiler's limiter and counters, when run
     return rec
 
@@ -232,6 +238,7 @@ def learn_skill(library: "SkillLibrary", graph: "ReasoningGraph | None", ctx: Re
         skill = library.write_learned(name, pattern, final.draft, ctx.task_source, meta, overwrite=True)
     except Exception as exc:      # a write-back failure must not lose the verified kernel
         wb.notes.append(f"learned skill {name} not written: {exc}")
+        wb.failed.append("skill")
         return
     wb.skill, wb.skill_path, wb.skill_state = skill.name, str(skill.path), state
     if flags:
@@ -263,7 +270,7 @@ def round_records(ctx: RetrievedContext, result: GenerateResult, log_id: str, wb
             gpu=v.gpu or v.device or "cpu", outcome=outcome, dtype=dtypes[0] if dtypes else None,
             regime=dict(getattr(pattern, "regime", {}) or {}), log_id=log_id,
             skill=wb.skill if (r.ok and wb.skill) else r.skill,
-            detail=f"round {r.index} [{r.drafter}]: {v.status}: {v.reason}"))
+            detail=f"round {r.index} [{r.drafter}]: {v.status}: {v.reason}", kernel_hash=kernel_hash(r.draft)))
     return records
 
 
@@ -282,3 +289,4 @@ def write_run(library: "SkillLibrary", graph: "ReasoningGraph | None", ctx: Retr
                 wb.graph_records = len(record_evidence(graph, records))
             except Exception as exc:
                 wb.notes.append(f"graph evidence not recorded: {exc}")
+                wb.failed.append("graph")
