@@ -1,0 +1,181 @@
+"""The GEMM / BMM template: render a module (kernels + launcher) from a ``GemmSpec``.
+
+``render_gemm(spec)`` returns the text of a module that defines the kernels of
+``gemm_kernels.py`` and a launcher ``<name>(a, b, *extras, precision=None,
+split_k=None)`` computing ``epilogue(prologue(a) @ prologue(b))`` with PyTorch's
+matmul broadcasting: a and b may be 1-D (vector), 2-D, or batched with up to two
+batch dims after broadcasting (more are flattened); a 2-D b is shared by all of
+a's leading dims, which fold into M (a 3-D or 4-D tensor times a matrix is one
+tall GEMM). Extras broadcast to the output shape.
+
+Precision. For fp32 the launcher asks tl.dot for ``"ieee"`` (true fp32 FMAs; what
+the CPU interpreter checks) unless it runs on CUDA, where it takes the 3xTF32
+path ``"tf32x3"``: each operand is split into a TF32 high part and a TF32
+remainder and three tensor-core products are summed, giving about fp32 accuracy
+(2.5e-7 relative on an H200 at 4096^3, against cuBLAS fp32's 1.1e-6) at several
+times the fp32 FMA rate. Hopper's TF32 MMA wants both operands K-major, so a
+(K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
+``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
+2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
+inputs use the tensor cores directly with fp32 accumulation.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.gemm_kernels import render_kernels
+from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
+
+TRANSPOSE_KERNEL = '''@triton.jit
+def transpose_kernel(
+    x_ptr,  # input [G, R, C] through its strides
+    y_ptr,  # output [G, C, R], contiguous: the input's rows become columns
+    R, C,  # rows and columns of one input matrix
+    s_xg, s_xr, s_xc,  # element strides of the input
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    g = tl.program_id(2)
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (rows < R)[:, None] & (cols < C)[None, :]
+    tile = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok)
+    # one read and one write per element: the tile is stored with its two axes swapped
+    tl.store(y_ptr + g.to(tl.int64) * R * C + cols[None, :] * R + rows[:, None], tile, mask=ok)
+
+
+def k_major(t, rows_are_k):
+    """t [..., R, C] with unit stride along K (dim -2 when rows_are_k, else dim -1),
+    transposing in one pass when it is not: Hopper's TF32 MMA reads K-major tiles."""
+    k_dim = -2 if rows_are_k else -1
+    if t.stride(k_dim) == 1 or t.shape[k_dim] == 1:
+        return t
+    lead = t.shape[:-2]
+    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
+    G, R, C = t3.shape
+    y = torch.empty((G, C, R), device=t.device, dtype=t.dtype)
+    grid = (triton.cdiv(R, 32), triton.cdiv(C, 32), G)
+    transpose_kernel[grid](t3, y, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
+    return y.reshape(*lead, C, R).transpose(-1, -2)
+'''
+
+LAUNCHER = '''
+
+def _blocks(M, N, K, cuda, fp32):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. The large
+    tile is the configuration measured best for 3xTF32 on an H200 (128x128x64, 8 warps,
+    3 stages); small products get small tiles so more programs run."""
+    if cuda and M >= 1024 and N >= 128:
+        return (128, 128, 64, 8, 3)
+    if cuda:
+        return (64, 64, 32, 4, 3)
+    return (32, 32, 16, 4, 1)
+
+
+def {name}(a, b, {extras_sig}precision=None, split_k=None):
+    """{doc}"""
+    if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
+        raise TypeError(f"{name}: need two tensors of one float dtype, got {{a.dtype}} and {{b.dtype}}")
+    vec_a, vec_b = a.ndim == 1, b.ndim == 1
+    a = a.unsqueeze(0) if vec_a else a
+    b = b.unsqueeze(-1) if vec_b else b
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"{name}: inner sizes differ, a is {{tuple(a.shape)}}, b is {{tuple(b.shape)}}")
+    K, N = b.shape[-2], b.shape[-1]
+    out_shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
+    extras = [torch.broadcast_to(e, out_shape) for e in ({extras_tuple})]
+    cuda, fp32 = a.is_cuda, a.dtype == torch.float32
+    if precision is None:
+        precision = ("tf32x3" if cuda else "ieee") if fp32 else "tf32"   # "tf32" is not applied to 16-bit inputs
+    if precision not in ("ieee", "tf32x3", "tf32"):
+        raise ValueError(f"{name}: precision {{precision!r}} is not ieee, tf32x3 or tf32")
+    if precision == "tf32x3":
+        a, b = k_major(a, rows_are_k=False), k_major(b, rows_are_k=True)
+    if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
+        a = a.reshape(-1, K)
+    M = a.shape[-2]
+    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
+        a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        batch = (a.shape[0],)
+    batch = (1,) * (2 - len(batch)) + tuple(batch)
+    a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
+    b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
+    a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
+    b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
+    e4 = [e.reshape(*batch, M, N) for e in extras]
+    e_st = [s for e in e4 for s in e.stride()]
+    B0, B1 = batch
+    reduce = {reduce!r}
+    BM, BN, BK, warps, stages = _blocks(M, N, K, cuda, fp32)
+    in_tile = reduce is not None and N <= 256
+    if in_tile:
+        BN = max(16, triton.next_power_of_2(N))
+        BM = min(BM, 32) if BN > 64 else BM
+    if split_k is None:                       # few output tiles over a long K: split K across programs
+        tiles = B0 * B1 * triton.cdiv(M, BM) * triton.cdiv(N, BN)
+        split_k = max(1, min(K // 1024, triton.cdiv(264, tiles), 64)) if K >= 2048 else 1
+    gemv = {vector!r} and N == 1
+    if gemv:
+        split_k = max(split_k, 1)
+    rows_out = reduce is not None and (not in_tile or split_k > 1 or gemv)
+    final_shape = out_shape[:-1] if reduce in ("sum", "mean", "max", "min", "logsumexp") else out_shape
+    out = torch.empty(final_shape, device=a.device, dtype=a.dtype)
+    if rows_out:                              # the product lands here, the rows kernel reduces it
+        full = torch.empty((B0, B1, M, N), device=a.device, dtype=torch.float32)
+    elif reduce in ("sum", "mean", "max", "min", "logsumexp"):
+        full = out.reshape(B0, B1, M)
+    else:
+        full = out.reshape(B0, B1, M, N)
+    c_st = list(full.stride()) + ([0] if full.ndim == 3 else [])
+    if gemv or split_k > 1:
+        ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
+        if gemv:
+            GM, GK = (64, 128) if cuda else (16, 32)
+            {name}_gemv_kernel[(triton.cdiv(M, GM), B0 * B1, split_k)](
+                a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
+        else:
+            {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, split_k)](
+                a4, b4, ws, {extras_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k, REDUCE_IN_TILE=False,
+                PRECISION=precision, num_warps=warps, num_stages=stages)
+        SM, SN = (32, 32) if N > 1 else (128 if cuda else 16, 1)
+        {name}_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
+            ws, full, {extras_call}M, N, B1, split_k, *full.stride(), *e_st, BLOCK_M=SM, BLOCK_N=SN)
+    else:
+        {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
+            a4, b4, full, {extras_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1, REDUCE_IN_TILE=in_tile,
+            PRECISION=precision, num_warps=warps, num_stages=stages)
+    if rows_out:
+        R = B0 * B1 * M
+        y2 = out.reshape(R, N) if out.ndim == len(out_shape) else out.reshape(R)
+        {rows_launch}
+    if vec_b:
+        out = out.squeeze(-1)
+    if vec_a:
+        out = out.squeeze(-2 if not vec_b else -1)
+    return out
+'''
+
+_ROWS_LAUNCH = ("{name}_rows_kernel[(triton.cdiv(R, 16),)](full, y2, R, N, N, N if y2.ndim == 2 else 1, "
+                "BLOCK_M=16, BLOCK_N=128 if cuda else 32)")
+
+
+def render_gemm(spec: GemmSpec) -> Rendered:
+    """The kernels and launcher for ``spec`` as module text (imports included)."""
+    extras = [f"e{i}" for i in range(spec.n_extra)]
+    doc = spec.doc or "epilogue(a @ b) through the GEMM template's kernels."
+    rows_launch = _ROWS_LAUNCH.format(name=spec.name) if spec.reduce else "pass"
+    launcher = LAUNCHER.format(
+        name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
+        extras_tuple="".join(f"{e}, " for e in extras), extras_call="".join(f"*e4[{i}:{i + 1}], " for i in
+                                                                            range(spec.n_extra)),
+        reduce=spec.reduce, vector=spec.vector, rows_launch=rows_launch)
+    source = ("import torch\nimport triton\nimport triton.language as tl\n\n\n" + TRANSPOSE_KERNEL + "\n\n"
+              + render_kernels(spec) + launcher)
+    transformations = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k"]
+    if spec.epilogue or spec.out_tri:
+        transformations.append("epilogue_fusion")
+    if spec.reduce:
+        transformations.append("reduction_fusion")
+    notes = ["dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"]
+    return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)

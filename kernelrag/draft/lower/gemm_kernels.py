@@ -1,0 +1,303 @@
+"""Kernel text of the GEMM / BMM template (the launcher is in ``gemm.py``).
+
+Four kernels, rendered from one ``GemmSpec``; the launcher picks which run for the
+shapes it sees:
+
+* ``<name>_kernel``: the tiled product. One program owns a BLOCK_M x BLOCK_N output
+  tile of one batch entry (grid axis 1 walks two batch dims, B0 x B1, so 3-D and
+  4-D products and broadcast operands with stride 0 need no copy) and one K chunk
+  (axis 2, split-K). It reads (BLOCK_M + BLOCK_N) * BLOCK_K elements per step for
+  2 * BLOCK_M * BLOCK_N * BLOCK_K flops and keeps an fp32 accumulator in registers.
+  With one K chunk the epilogue (and a row reduction when N fits the tile) runs on
+  the accumulator and the output is written once: M * N * 4 bytes, where an
+  unfused chain of c ops would read and write it c more times.
+* ``<name>_gemv_kernel``: the matrix-vector form (N == 1). A dot with a 16-wide N
+  would waste 15/16 of its work on a memory-bound op, so each program multiplies a
+  BLOCK_M x BLOCK_K tile of A by the vector elementwise and keeps BLOCK_K separate
+  fp32 partial sums per row; the final tl.sum adds them pairwise. Reading A once
+  (M * K * 4 bytes) is the whole cost.
+* ``<name>_splitk_kernel``: adds the SPLIT_K partial tiles in a fixed order (the
+  result is the same on every run, unlike atomics) and then runs the epilogue.
+  Splitting K gives small-M*N, large-K products enough programs to fill the GPU and
+  sums K in SPLIT_K shorter runs, which keeps fp32 rounding error inside an fp32
+  tolerance at K in the millions.
+* ``<name>_rows_kernel``: the second pass of a row reduction across N when N is
+  wider than one tile: an online max / sum over BLOCK_N column chunks (logsumexp,
+  softmax and log_softmax rescale the running sum when the running max grows).
+
+Why the fusion points sit where they are: the prologue acts on operand tiles as
+they are loaded (a transpose is only a swap of strides; a triangular operand masks
+its tile and narrows the K range, skipping the zero half); the epilogue acts on the
+finished accumulator, once per output element, after all K work (and after the
+split-K sum, since a nonlinear op does not distribute over partial sums); a row
+reduction needs whole rows, so it is fused only when one tile spans N.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code, extra_args, extra_strides,
+                                             k_range_code, tile_reduce_code, tri_keep)
+
+_HEADER = '''@triton.jit
+def {name}_kernel(
+    a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
+    b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn)
+    c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] after a fused row reduction), or the split-K partials
+{extra_args}    M, N, K,  # sizes of one product
+    B1,  # inner batch size: grid axis 1 enumerates B0 * B1 batch entries
+    s_a0, s_a1, s_am, s_ak,  # element strides of A
+    s_b0, s_b1, s_bk, s_bn,  # element strides of B
+    s_c0, s_c1, s_cm, s_cn,  # element strides of the output
+{extra_strides}    BLOCK_M: tl.constexpr,  # rows of the output tile owned by one program
+    BLOCK_N: tl.constexpr,  # columns of the output tile (all of N when a row reduction is fused)
+    BLOCK_K: tl.constexpr,  # depth of one K step
+    GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
+    SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
+    REDUCE_IN_TILE: tl.constexpr,  # the tile spans N: reduce rows here, write [.., M]
+    PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA)
+):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    split = tl.program_id(2)
+    b0 = batch // B1
+    b1 = batch % B1
+    # grouped ordering: GROUP_M consecutive programs walk down a column of tiles, so the
+    # B panel they share and their A panels are still in L2 when the next one needs them
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = min(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_ok = offs_m < M
+    n_ok = offs_n < N
+    m_first = pid_m * BLOCK_M
+    m_last = m_first + BLOCK_M - 1
+    n_first = pid_n * BLOCK_N
+    n_last = n_first + BLOCK_N - 1
+
+    k_lo = 0
+    k_hi = K
+{k_range}    if SPLIT_K > 1:  # this program sums one BLOCK_K-aligned chunk of [k_lo, k_hi)
+        k_chunk = tl.cdiv(tl.cdiv(k_hi - k_lo, SPLIT_K), BLOCK_K) * BLOCK_K
+        k_lo = k_lo + split * k_chunk
+        k_hi = min(k_hi, k_lo + k_chunk)
+    a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+    b_cols = b_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        ks = k0 + offs_k
+        k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
+        a = tl.load(a_rows + ks[None, :].to(tl.int64) * s_ak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_cols + ks[:, None].to(tl.int64) * s_bk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+{prologue}        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+
+    out_ok = m_ok[:, None] & n_ok[None, :]
+    if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum
+        ws = c_ptr + (split * tl.num_programs(1) + batch).to(tl.int64) * M * N
+        tl.store(ws + offs_m[:, None] * N + offs_n[None, :], acc, mask=out_ok)
+    else:
+{epilogue}{store}'''
+
+_STORE_TILE = '''        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
+        tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+'''
+
+_STORE_REDUCED = '''        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
+        if REDUCE_IN_TILE:
+{reduce}            tl.store(c + offs_m * s_cm, red.to(c_ptr.dtype.element_ty), mask=m_ok)
+        else:  # N is wider than a tile: write the row, the rows kernel reduces it
+            tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty),
+                     mask=out_ok)
+'''
+
+_STORE_ROWWISE = '''        if REDUCE_IN_TILE:
+{reduce}        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
+        tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+'''
+
+_GEMV = '''
+
+@triton.jit
+def {name}_gemv_kernel(
+    a_ptr,  # A [B0, B1, M, K] through its strides
+    x_ptr,  # the vector, B [B0, B1, K, 1]: element k at k * s_bk
+    ws_ptr,  # fp32 partial sums [SPLIT_K, B0 * B1, M], contiguous
+    M, K, B1,  # rows, length of the dot, inner batch size
+    s_a0, s_a1, s_am, s_ak,  # element strides of A
+    s_b0, s_b1, s_bk,  # element strides of the vector
+    BLOCK_M: tl.constexpr,  # rows per program
+    BLOCK_K: tl.constexpr,  # vector elements per step; also the number of partial sums per row
+    SPLIT_K: tl.constexpr,  # programs sharing one row block's K range
+):
+    pid_m = tl.program_id(0)
+    batch = tl.program_id(1)
+    split = tl.program_id(2)
+    b0 = batch // B1
+    b1 = batch % B1
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_k = tl.arange(0, BLOCK_K)
+    m_ok = offs_m < M
+    m_first = pid_m * BLOCK_M
+    m_last = m_first + BLOCK_M - 1
+    n_first = 0
+    n_last = 0
+    k_lo = 0
+    k_hi = K
+{k_range}    k_chunk = tl.cdiv(tl.cdiv(k_hi - k_lo, SPLIT_K), BLOCK_K) * BLOCK_K
+    k_lo = k_lo + split * k_chunk
+    k_hi = min(k_hi, k_lo + k_chunk)
+    a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+    x_base = x_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1
+    acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)  # BLOCK_K running sums per row
+    for k0 in range(k_lo, k_hi, BLOCK_K):
+        ks = k0 + offs_k
+        k_ok = ks < k_hi
+        a = tl.load(a_rows + ks[None, :].to(tl.int64) * s_ak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(x_base + ks[:, None].to(tl.int64) * s_bk, mask=k_ok[:, None], other=0.0)
+{prologue}        acc += a.to(tl.float32) * tl.reshape(b.to(tl.float32), (1, BLOCK_K))
+    part = tl.sum(acc, axis=1)  # pairwise sum of the BLOCK_K partial sums
+    ws = ws_ptr + (split * tl.num_programs(1) + batch).to(tl.int64) * M
+    tl.store(ws + offs_m, part, mask=m_ok)
+'''
+
+_SPLITK = '''
+
+@triton.jit
+def {name}_splitk_kernel(
+    ws_ptr,  # fp32 partials [SPLIT_K, B0 * B1, M, N], contiguous
+    c_ptr,  # output [B0, B1, M, N] (or the row-reduction input)
+{extra_args}    M, N, B1, SPLIT_K,  # sizes; SPLIT_K partial tiles are added in order
+    s_c0, s_c1, s_cm, s_cn,  # element strides of the output
+{extra_strides}    BLOCK_M: tl.constexpr,  # rows per program
+    BLOCK_N: tl.constexpr,  # columns per program
+):
+    pid = tl.program_id(0)
+    batch = tl.program_id(1)
+    b0 = batch // B1
+    b1 = batch % B1
+    pid_m = pid // tl.cdiv(N, BLOCK_N)
+    pid_n = pid % tl.cdiv(N, BLOCK_N)
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    out_ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for s in range(0, SPLIT_K):  # a fixed order: every run adds the same numbers the same way
+        ws = ws_ptr + (s * tl.num_programs(1) + batch).to(tl.int64) * M * N
+        acc += tl.load(ws + offs_m[:, None] * N + offs_n[None, :], mask=out_ok, other=0.0)
+{epilogue}    c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
+    tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+'''
+
+_ROWS = '''
+
+@triton.jit
+def {name}_rows_kernel(
+    t_ptr,  # the finished product [R, N] (R = B0 * B1 * M rows), row stride s_tr, contiguous rows
+    y_ptr,  # output: [R] for sum/mean/max/min/logsumexp, [R, N] (row stride s_yr) for softmax
+    R, N, s_tr, s_yr,  # rows, row length, row strides
+    BLOCK_M: tl.constexpr,  # rows per program
+    BLOCK_N: tl.constexpr,  # columns per step of the online pass
+):
+    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
+    m_ok = offs_m < R
+    rows = t_ptr + offs_m[:, None].to(tl.int64) * s_tr
+{body}'''
+
+_ROWS_BODY = {
+    "sum": '''    total = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        ok = m_ok[:, None] & (cols < N)[None, :]
+        total += tl.sum(tl.load(rows + cols[None, :], mask=ok, other=0.0).to(tl.float32), axis=1)
+    tl.store(y_ptr + offs_m, (total{div}).to(y_ptr.dtype.element_ty), mask=m_ok)
+''',
+    "max": '''    best = tl.full((BLOCK_M,), {fill}, dtype=tl.float32)
+    for n0 in range(0, N, BLOCK_N):
+        cols = n0 + tl.arange(0, BLOCK_N)
+        ok = m_ok[:, None] & (cols < N)[None, :]
+        v = tl.load(rows + cols[None, :], mask=ok, other={fill}).to(tl.float32)
+        best = tl.{op}(best, tl.{op}(v, axis=1))
+    tl.store(y_ptr + offs_m, best.to(y_ptr.dtype.element_ty), mask=m_ok)
+''',
+    "online": '''    run_max = tl.full((BLOCK_M,), float('-inf'), dtype=tl.float32)
+    run_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
+    for n0 in range(0, N, BLOCK_N):  # one read: the sum is rescaled whenever the max grows
+        cols = n0 + tl.arange(0, BLOCK_N)
+        ok = m_ok[:, None] & (cols < N)[None, :]
+        v = tl.load(rows + cols[None, :], mask=ok, other=float('-inf')).to(tl.float32)
+        new_max = tl.maximum(run_max, tl.max(v, axis=1))
+        safe = tl.where(new_max == float('-inf'), 0.0, new_max)
+        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(v - safe[:, None]), axis=1)
+        run_max = new_max
+    run_max = tl.where(run_max == float('-inf'), 0.0, run_max)
+''',
+}
+
+_ROWS_TAIL = {
+    "logsumexp": '''    tl.store(y_ptr + offs_m, (run_max + tl.log(run_sum)).to(y_ptr.dtype.element_ty), mask=m_ok)
+''',
+    "softmax": '''    for n0 in range(0, N, BLOCK_N):  # second read: normalise and write
+        cols = n0 + tl.arange(0, BLOCK_N)
+        ok = m_ok[:, None] & (cols < N)[None, :]
+        v = tl.load(rows + cols[None, :], mask=ok, other=float('-inf')).to(tl.float32)
+        {value}
+        tl.store(y_ptr + offs_m[:, None].to(tl.int64) * s_yr + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
+''',
+}
+
+
+def _rows_body(op: str) -> str:
+    if op in ("sum", "mean"):
+        return _ROWS_BODY["sum"].format(div=" / N" if op == "mean" else "")
+    if op in ("max", "min"):
+        fill = "float('-inf')" if op == "max" else "float('inf')"
+        return _ROWS_BODY["max"].format(fill=fill, op="maximum" if op == "max" else "minimum")
+    if op == "logsumexp":
+        return _ROWS_BODY["online"] + _ROWS_TAIL["logsumexp"]
+    value = ("y = tl.exp(v - run_max[:, None]) / run_sum[:, None]" if op == "softmax"
+             else "y = v - run_max[:, None] - tl.log(run_sum)[:, None]")
+    return _ROWS_BODY["online"] + _ROWS_TAIL["softmax"].format(value=value)
+
+
+def _prologue(spec: GemmSpec, indent: str, vector: bool = False) -> str:
+    """Elementwise chains on the loaded tiles, then the triangular masks of the operands."""
+    code = ""
+    if spec.a_prologue:
+        code += f"{indent}a = a.to(tl.float32)\n" + chain_code(spec.a_prologue, "a", indent)
+    if spec.b_prologue:
+        code += f"{indent}b = b.to(tl.float32)\n" + chain_code(spec.b_prologue, "b", indent)
+    if spec.a_tri is not None:
+        code += f"{indent}a = tl.where({tri_keep(spec.a_tri, 'offs_m', 'ks')}, a, 0.0)\n"
+    if spec.b_tri is not None:
+        cols = "tl.zeros((1,), dtype=tl.int32)" if vector else "offs_n"
+        code += f"{indent}b = tl.where({tri_keep(spec.b_tri, 'ks', cols)}, b, 0.0)\n"
+    if (spec.a_prologue or spec.b_prologue) and not vector:
+        code += f"{indent}a = a.to(b_ptr.dtype.element_ty)\n{indent}b = b.to(b_ptr.dtype.element_ty)\n"
+    return code
+
+
+def render_kernels(spec: GemmSpec) -> str:
+    """All kernel text for ``spec`` (the tiled product, the split-K sum, and the
+    matrix-vector and row-reduction kernels when the spec needs them)."""
+    name = spec.name
+    reduce_code = tile_reduce_code(spec.reduce, " " * 12) if spec.reduce else ""
+    if spec.reduce in ("softmax", "log_softmax"):
+        store = _STORE_ROWWISE.format(reduce=reduce_code)
+    elif spec.reduce:
+        store = _STORE_REDUCED.format(reduce=reduce_code)
+    else:
+        store = _STORE_TILE
+    text = _HEADER.format(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
+                          k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
+                          epilogue=epilogue_code(spec, " " * 8), store=store)
+    text += _SPLITK.format(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
+                           epilogue=epilogue_code(spec, "    "))
+    if spec.vector:
+        text += _GEMV.format(name=name, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8, True))
+    if spec.reduce:
+        text += _ROWS.format(name=name, body=_rows_body(spec.reduce))
+    return text
