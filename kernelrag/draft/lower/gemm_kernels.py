@@ -220,7 +220,7 @@ _ROWS_BODY = {
         cols = n0 + tl.arange(0, BLOCK_N)
         ok = m_ok[:, None] & (cols < N)[None, :]
         v = tl.load(rows + cols[None, :], mask=ok, other={fill}).to(tl.float32)
-        best = tl.{op}(best, tl.{op}(v, axis=1))
+        best = tl.{pair}(best, tl.{op}(v, axis=1))
     tl.store(y_ptr + offs_m, best.to(y_ptr.dtype.element_ty), mask=m_ok)
 ''',
     "online": '''    run_max = tl.full((BLOCK_M,), float('-inf'), dtype=tl.float32)
@@ -255,7 +255,7 @@ def _rows_body(op: str) -> str:
         return _ROWS_BODY["sum"].format(div=" / N" if op == "mean" else "")
     if op in ("max", "min"):
         fill = "float('-inf')" if op == "max" else "float('inf')"
-        return _ROWS_BODY["max"].format(fill=fill, op="maximum" if op == "max" else "minimum")
+        return _ROWS_BODY["max"].format(fill=fill, op=op, pair="maximum" if op == "max" else "minimum")
     if op == "logsumexp":
         return _ROWS_BODY["online"] + _ROWS_TAIL["logsumexp"]
     value = ("y = tl.exp(v - run_max[:, None]) / run_sum[:, None]" if op == "softmax"
