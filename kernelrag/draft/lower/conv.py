@@ -199,6 +199,6 @@ def render_conv(spec: ConvSpec) -> Rendered:
                      for k, v in (("KS", ks), ("S", spec.stride), ("P", spec.padding), ("DL", spec.dilation)))
     launcher = launcher.replace("*e_st,\n", f"*e_st, {consts}\n")
     source = "import math\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel + launcher
-    transformations = ["implicit_gemm", "tiling", "fp32_accumulation"] + (["epilogue_fusion"] if spec.epilogue else [])
+    transformations = ["implicit_gemm", "tiling", "fp32_accumulation", "tf32x3"] + (["epilogue_fusion"] if spec.epilogue else [])
     notes = ["dot precision: tf32x3 (3xTF32) on CUDA for fp32, ieee under the CPU interpreter"]
     return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)

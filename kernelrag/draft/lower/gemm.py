@@ -104,28 +104,20 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    reduce = {reduce!r}
     BM, BN, BK, warps, stages = _blocks(M, N, K, cuda, fp32)
-    in_tile = reduce is not None and N <= 256
-    if in_tile:
+    if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
+        if N > 1024:
+            raise ValueError(f"{name}: the fused row reduction holds at most 1024 columns, N is {{N}}")
         BN = max(16, triton.next_power_of_2(N))
-        BM = min(BM, 32) if BN > 64 else BM
+        BM = max(16, min(BM, 8192 // BN))
     if split_k is None:                       # few output tiles over a long K: split K across programs
         tiles = B0 * B1 * triton.cdiv(M, BM) * triton.cdiv(N, BN)
         split_k = max(1, min(K // 1024, triton.cdiv(264, tiles), 64)) if K >= 2048 else 1
     gemv = {vector!r} and N == 1
-    if gemv:
-        split_k = max(split_k, 1)
-    rows_out = reduce is not None and (not in_tile or split_k > 1 or gemv)
-    final_shape = out_shape[:-1] if reduce in ("sum", "mean", "max", "min", "logsumexp") else out_shape
-    out = torch.empty(final_shape, device=a.device, dtype=a.dtype)
-    if rows_out:                              # the product lands here, the rows kernel reduces it
-        full = torch.empty((B0, B1, M, N), device=a.device, dtype=torch.float32)
-    elif reduce in ("sum", "mean", "max", "min", "logsumexp"):
-        full = out.reshape(B0, B1, M)
-    else:
-        full = out.reshape(B0, B1, M, N)
-    c_st = list(full.stride()) + ([0] if full.ndim == 3 else [])
+    out_full = out_shape[:-1] + ((1,) if {row_out!r} else (N,))
+    out = torch.empty(out_full, device=a.device, dtype=a.dtype)
+    full = out.reshape(B0, B1, M, out_full[-1])
+    c_st = list(full.stride())
     if gemv or split_k > 1:
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
         if gemv:
@@ -135,20 +127,18 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
         else:
             {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, split_k)](
                 a4, b4, ws, {extras_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
-                BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k, REDUCE_IN_TILE=False,
+                BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, num_warps=warps, num_stages=stages)
-        SM, SN = (32, 32) if N > 1 else (128 if cuda else 16, 1)
+        SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
-            ws, full, {extras_call}M, N, B1, split_k, *full.stride(), *e_st, BLOCK_M=SM, BLOCK_N=SN)
+            ws, full, {extras_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
     else:
         {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
             a4, b4, full, {extras_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
-            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1, REDUCE_IN_TILE=in_tile,
+            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, num_warps=warps, num_stages=stages)
-    if rows_out:
-        R = B0 * B1 * M
-        y2 = out.reshape(R, N) if out.ndim == len(out_shape) else out.reshape(R)
-        {rows_launch}
+    if {squeeze_rows!r}:
+        out = out.squeeze(-1)
     if vec_b:
         out = out.squeeze(-1)
     if vec_a:
@@ -156,26 +146,21 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
     return out
 '''
 
-_ROWS_LAUNCH = ("{name}_rows_kernel[(triton.cdiv(R, 16),)](full, y2, R, N, N, N if y2.ndim == 2 else 1, "
-                "BLOCK_M=16, BLOCK_N=128 if cuda else 32)")
-
-
 def render_gemm(spec: GemmSpec) -> Rendered:
     """The kernels and launcher for ``spec`` as module text (imports included)."""
     extras = [f"e{i}" for i in range(spec.n_extra)]
     doc = spec.doc or "epilogue(a @ b) through the GEMM template's kernels."
-    rows_launch = _ROWS_LAUNCH.format(name=spec.name) if spec.reduce else "pass"
     launcher = LAUNCHER.format(
         name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
         extras_tuple="".join(f"{e}, " for e in extras), extras_call="".join(f"*e4[{i}:{i + 1}], " for i in
                                                                             range(spec.n_extra)),
-        reduce=spec.reduce, vector=spec.vector, rows_launch=rows_launch)
+        whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector)
     source = ("import torch\nimport triton\nimport triton.language as tl\n\n\n" + TRANSPOSE_KERNEL + "\n\n"
               + render_kernels(spec) + launcher)
-    transformations = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k"]
+    transformations = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k", "tf32x3"]
     if spec.epilogue or spec.out_tri:
         transformations.append("epilogue_fusion")
-    if spec.reduce:
-        transformations.append("reduction_fusion")
+    if spec.whole_rows:
+        transformations.append("one_row_per_program")
     notes = ["dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"]
     return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)

@@ -1,6 +1,6 @@
 """Kernel text of the GEMM / BMM template (the launcher is in ``gemm.py``).
 
-Four kernels, rendered from one ``GemmSpec``; the launcher picks which run for the
+Three kernels, rendered from one ``GemmSpec``; the launcher picks which run for the
 shapes it sees:
 
 * ``<name>_kernel``: the tiled product. One program owns a BLOCK_M x BLOCK_N output
@@ -21,38 +21,36 @@ shapes it sees:
   Splitting K gives small-M*N, large-K products enough programs to fill the GPU and
   sums K in SPLIT_K shorter runs, which keeps fp32 rounding error inside an fp32
   tolerance at K in the millions.
-* ``<name>_rows_kernel``: the second pass of a row reduction across N when N is
-  wider than one tile: an online max / sum over BLOCK_N column chunks (logsumexp,
-  softmax and log_softmax rescale the running sum when the running max grows).
 
 Why the fusion points sit where they are: the prologue acts on operand tiles as
 they are loaded (a transpose is only a swap of strides; a triangular operand masks
 its tile and narrows the K range, skipping the zero half); the epilogue acts on the
 finished accumulator, once per output element, after all K work (and after the
 split-K sum, since a nonlinear op does not distribute over partial sums); a row
-reduction needs whole rows, so it is fused only when one tile spans N.
+reduction needs whole rows, so it is fused only when one tile spans N (up to 1024
+columns); a wider row is written once and reduced by the next kernel (a second pass
+over M * N * 4 bytes).
 """
 from __future__ import annotations
 
 from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code, extra_args, extra_strides,
-                                             k_range_code, tile_reduce_code, tri_keep)
+                                             k_range_code, tri_keep)
 
 _HEADER = '''@triton.jit
 def {name}_kernel(
     a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
     b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn)
-    c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] after a fused row reduction), or the split-K partials
+    c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
 {extra_args}    M, N, K,  # sizes of one product
     B1,  # inner batch size: grid axis 1 enumerates B0 * B1 batch entries
     s_a0, s_a1, s_am, s_ak,  # element strides of A
     s_b0, s_b1, s_bk, s_bn,  # element strides of B
     s_c0, s_c1, s_cm, s_cn,  # element strides of the output
 {extra_strides}    BLOCK_M: tl.constexpr,  # rows of the output tile owned by one program
-    BLOCK_N: tl.constexpr,  # columns of the output tile (all of N when a row reduction is fused)
+    BLOCK_N: tl.constexpr,  # columns of the output tile (all of N when the epilogue reduces rows)
     BLOCK_K: tl.constexpr,  # depth of one K step
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
-    REDUCE_IN_TILE: tl.constexpr,  # the tile spans N: reduce rows here, write [.., M]
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA)
 ):
     pid = tl.program_id(0)
@@ -102,21 +100,12 @@ def {name}_kernel(
     else:
 {epilogue}{store}'''
 
-_STORE_TILE = '''        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
-        tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+_STORE_TILE = '''{i}c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
+{i}tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
 '''
 
-_STORE_REDUCED = '''        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
-        if REDUCE_IN_TILE:
-{reduce}            tl.store(c + offs_m * s_cm, red.to(c_ptr.dtype.element_ty), mask=m_ok)
-        else:  # N is wider than a tile: write the row, the rows kernel reduces it
-            tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty),
-                     mask=out_ok)
-'''
-
-_STORE_ROWWISE = '''        if REDUCE_IN_TILE:
-{reduce}        c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
-        tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+_STORE_ROW = '''{i}c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1  # one value per row: [BLOCK_M, 1]
+{i}tl.store(c + offs_m * s_cm, tl.reshape(acc, (BLOCK_M,)).to(c_ptr.dtype.element_ty), mask=m_ok)
 '''
 
 _GEMV = '''
@@ -169,11 +158,11 @@ _SPLITK = '''
 @triton.jit
 def {name}_splitk_kernel(
     ws_ptr,  # fp32 partials [SPLIT_K, B0 * B1, M, N], contiguous
-    c_ptr,  # output [B0, B1, M, N] (or the row-reduction input)
+    c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result)
 {extra_args}    M, N, B1, SPLIT_K,  # sizes; SPLIT_K partial tiles are added in order
     s_c0, s_c1, s_cm, s_cn,  # element strides of the output
 {extra_strides}    BLOCK_M: tl.constexpr,  # rows per program
-    BLOCK_N: tl.constexpr,  # columns per program
+    BLOCK_N: tl.constexpr,  # columns per program (all of N when the epilogue reduces rows)
 ):
     pid = tl.program_id(0)
     batch = tl.program_id(1)
@@ -183,84 +172,14 @@ def {name}_splitk_kernel(
     pid_n = pid % tl.cdiv(N, BLOCK_N)
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    out_ok = (offs_m < M)[:, None] & (offs_n < N)[None, :]
+    m_ok = offs_m < M
+    n_ok = offs_n < N
+    out_ok = m_ok[:, None] & n_ok[None, :]
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for s in range(0, SPLIT_K):  # a fixed order: every run adds the same numbers the same way
         ws = ws_ptr + (s * tl.num_programs(1) + batch).to(tl.int64) * M * N
         acc += tl.load(ws + offs_m[:, None] * N + offs_n[None, :], mask=out_ok, other=0.0)
-{epilogue}    c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
-    tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
-'''
-
-_ROWS = '''
-
-@triton.jit
-def {name}_rows_kernel(
-    t_ptr,  # the finished product [R, N] (R = B0 * B1 * M rows), row stride s_tr, contiguous rows
-    y_ptr,  # output: [R] for sum/mean/max/min/logsumexp, [R, N] (row stride s_yr) for softmax
-    R, N, s_tr, s_yr,  # rows, row length, row strides
-    BLOCK_M: tl.constexpr,  # rows per program
-    BLOCK_N: tl.constexpr,  # columns per step of the online pass
-):
-    offs_m = tl.program_id(0) * BLOCK_M + tl.arange(0, BLOCK_M)
-    m_ok = offs_m < R
-    rows = t_ptr + offs_m[:, None].to(tl.int64) * s_tr
-{body}'''
-
-_ROWS_BODY = {
-    "sum": '''    total = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        ok = m_ok[:, None] & (cols < N)[None, :]
-        total += tl.sum(tl.load(rows + cols[None, :], mask=ok, other=0.0).to(tl.float32), axis=1)
-    tl.store(y_ptr + offs_m, (total{div}).to(y_ptr.dtype.element_ty), mask=m_ok)
-''',
-    "max": '''    best = tl.full((BLOCK_M,), {fill}, dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):
-        cols = n0 + tl.arange(0, BLOCK_N)
-        ok = m_ok[:, None] & (cols < N)[None, :]
-        v = tl.load(rows + cols[None, :], mask=ok, other={fill}).to(tl.float32)
-        best = tl.{pair}(best, tl.{op}(v, axis=1))
-    tl.store(y_ptr + offs_m, best.to(y_ptr.dtype.element_ty), mask=m_ok)
-''',
-    "online": '''    run_max = tl.full((BLOCK_M,), float('-inf'), dtype=tl.float32)
-    run_sum = tl.zeros((BLOCK_M,), dtype=tl.float32)
-    for n0 in range(0, N, BLOCK_N):  # one read: the sum is rescaled whenever the max grows
-        cols = n0 + tl.arange(0, BLOCK_N)
-        ok = m_ok[:, None] & (cols < N)[None, :]
-        v = tl.load(rows + cols[None, :], mask=ok, other=float('-inf')).to(tl.float32)
-        new_max = tl.maximum(run_max, tl.max(v, axis=1))
-        safe = tl.where(new_max == float('-inf'), 0.0, new_max)
-        run_sum = run_sum * tl.exp(run_max - safe) + tl.sum(tl.exp(v - safe[:, None]), axis=1)
-        run_max = new_max
-    run_max = tl.where(run_max == float('-inf'), 0.0, run_max)
-''',
-}
-
-_ROWS_TAIL = {
-    "logsumexp": '''    tl.store(y_ptr + offs_m, (run_max + tl.log(run_sum)).to(y_ptr.dtype.element_ty), mask=m_ok)
-''',
-    "softmax": '''    for n0 in range(0, N, BLOCK_N):  # second read: normalise and write
-        cols = n0 + tl.arange(0, BLOCK_N)
-        ok = m_ok[:, None] & (cols < N)[None, :]
-        v = tl.load(rows + cols[None, :], mask=ok, other=float('-inf')).to(tl.float32)
-        {value}
-        tl.store(y_ptr + offs_m[:, None].to(tl.int64) * s_yr + cols[None, :], y.to(y_ptr.dtype.element_ty), mask=ok)
-''',
-}
-
-
-def _rows_body(op: str) -> str:
-    if op in ("sum", "mean"):
-        return _ROWS_BODY["sum"].format(div=" / N" if op == "mean" else "")
-    if op in ("max", "min"):
-        fill = "float('-inf')" if op == "max" else "float('inf')"
-        return _ROWS_BODY["max"].format(fill=fill, op=op, pair="maximum" if op == "max" else "minimum")
-    if op == "logsumexp":
-        return _ROWS_BODY["online"] + _ROWS_TAIL["logsumexp"]
-    value = ("y = tl.exp(v - run_max[:, None]) / run_sum[:, None]" if op == "softmax"
-             else "y = v - run_max[:, None] - tl.log(run_sum)[:, None]")
-    return _ROWS_BODY["online"] + _ROWS_TAIL["softmax"].format(value=value)
+{epilogue}{store}'''
 
 
 def _prologue(spec: GemmSpec, indent: str, vector: bool = False) -> str:
@@ -281,23 +200,14 @@ def _prologue(spec: GemmSpec, indent: str, vector: bool = False) -> str:
 
 
 def render_kernels(spec: GemmSpec) -> str:
-    """All kernel text for ``spec`` (the tiled product, the split-K sum, and the
-    matrix-vector and row-reduction kernels when the spec needs them)."""
+    """All kernel text for ``spec``: the tiled product, the split-K sum, and the
+    matrix-vector kernel when the spec asks for it."""
     name = spec.name
-    reduce_code = tile_reduce_code(spec.reduce, " " * 12) if spec.reduce else ""
-    if spec.reduce in ("softmax", "log_softmax"):
-        store = _STORE_ROWWISE.format(reduce=reduce_code)
-    elif spec.reduce:
-        store = _STORE_REDUCED.format(reduce=reduce_code)
-    else:
-        store = _STORE_TILE
-    text = _HEADER.format(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
-                          k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
-                          epilogue=epilogue_code(spec, " " * 8), store=store)
-    text += _SPLITK.format(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
-                           epilogue=epilogue_code(spec, "    "))
+    store = _STORE_ROW if spec.row_out else _STORE_TILE
+    common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra))
+    text = _HEADER.format(**common, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
+                          epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8))
+    text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    "))
     if spec.vector:
         text += _GEMV.format(name=name, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8, True))
-    if spec.reduce:
-        text += _ROWS.format(name=name, body=_rows_body(spec.reduce))
     return text

@@ -9,13 +9,16 @@ A spec names, without any shapes (the launcher sees those at run time):
 * the **epilogue**: an elementwise chain on the fp32 accumulator, with extra tensors
   (bias, residual, per-row scales) broadcast to the output and read through their
   strides, so a bias [N] is a zero-stride view, not a copy;
-* an optional **row reduction** across N (sum, mean, max, min, logsumexp, softmax,
-  log_softmax) and an optional triangular mask of the output (``torch.tril(A @ B)``).
+* row reductions across N inside the epilogue (sum, mean, max, min, logsumexp,
+  softmax, log_softmax, and elementwise ops around them) when one tile spans N,
+  and an optional triangular mask of the output (``torch.tril(A @ B)``).
 
-Epilogue and prologue steps are ``Step(op, args, kwargs)`` with args naming ``acc``
-(the value so far), ``e0``, ``e1``... (the extra tensors) or numbers; each op is
-rendered with the elementwise emitter's expression builders (``codegen.OPS``), so a
-chain fused after a GEMM is written the way the same chain is written on its own.
+The epilogue is text: lines computing ``acc`` from ``acc`` (the fp32 tile), the
+extra tensors ``e0``, ``e1``... and ``n_ok`` / ``N``. The lowering writes it with the
+elementwise emitter (``lower.exprs``) from the traced nodes; ``steps_code`` and
+``row_reduce_code`` write it from ``Step(op, args, kwargs)`` chains (args naming
+``acc``, ``e0``.. or numbers), so a chain fused after a GEMM is written the way the
+same chain is written on its own. Prologues are ``Step`` chains on the operand tile.
 """
 from __future__ import annotations
 
@@ -51,28 +54,57 @@ class GemmSpec:
     b_prologue: tuple[Step, ...] = ()
     a_tri: Tri | None = None
     b_tri: Tri | None = None
-    epilogue: tuple[Step, ...] = ()
-    n_extra: int = 0                         # extra tensors e0.. read by the epilogue
-    reduce: str | None = None                # one of REDUCTIONS, across N
+    epilogue: str = ""                       # lines computing ``acc`` from ``acc``, e0.. (see epilogue_code)
+    extra_rows: tuple[bool, ...] = ()        # per extra tensor: True when constant along N (a row value)
+    whole_rows: bool = False                 # the epilogue reduces across N: one tile spans all of N
+    row_out: bool = False                    # the result is one value per row, [.., M, 1]
+    squeeze_rows: bool = False               # ... returned as [.., M]
     out_tri: Tri | None = None               # applied last (after the epilogue)
     vector: bool = False                     # also render the matrix-vector kernel (N == 1)
     doc: str = ""
 
+    @property
+    def n_extra(self) -> int:
+        return len(self.extra_rows)
+
     def __post_init__(self):
-        if self.reduce is not None and self.reduce not in REDUCTIONS:
-            raise LoweringError(f"row reduction {self.reduce!r} is not one of {', '.join(REDUCTIONS)}")
-        if self.reduce and self.out_tri:
+        if self.row_out and self.out_tri:
             raise LoweringError("a triangular output mask and a row reduction cannot both close a GEMM")
+        if self.row_out and not self.whole_rows:
+            raise LoweringError("a per-row result needs whole rows in the tile (whole_rows=True)")
         for tri in (self.a_tri, self.b_tri, self.out_tri):
             if tri is not None and tri.kind not in ("tril", "triu"):
                 raise LoweringError(f"triangular structure {tri.kind!r} is not tril or triu")
-        for step in self.a_prologue + self.b_prologue + self.epilogue:
+        for step in self.a_prologue + self.b_prologue:
             if step.op not in OPS:
                 raise LoweringError(f"op {step.op!r} is not in the elementwise emitter: {', '.join(sorted(OPS))}")
-        used = {a for s in self.epilogue for a in s.args if isinstance(a, str) and a.startswith("e")}
-        bad = sorted(u for u in used if not u[1:].isdigit() or int(u[1:]) >= self.n_extra)
-        if bad:
-            raise LoweringError(f"epilogue reads {bad} but the spec has {self.n_extra} extra tensor(s)")
+
+
+def steps_code(steps: tuple[Step, ...]) -> str:
+    """An epilogue from a chain of steps on ``acc`` (the standalone form of the template)."""
+    return chain_code(steps, "acc", "")
+
+
+def row_reduce_code(op: str) -> str:
+    """Epilogue lines reducing ``acc`` [BLOCK_M, BLOCK_N] across N (columns past N masked
+    by ``n_ok``): sum, mean, max, min and logsumexp leave one value per row ([BLOCK_M, 1]);
+    softmax and log_softmax rewrite the tile."""
+    if op not in REDUCTIONS:
+        raise LoweringError(f"row reduction {op!r} is not one of {', '.join(REDUCTIONS)}")
+    if op in ("sum", "mean"):
+        return f"acc = tl.sum(tl.where(n_ok[None, :], acc, 0.0), axis=1)[:, None]{' / N' if op == 'mean' else ''}\n"
+    if op in ("max", "min"):
+        fill = "float('-inf')" if op == "max" else "float('inf')"
+        return f"acc = tl.{op}(tl.where(n_ok[None, :], acc, {fill}), axis=1)[:, None]\n"
+    body = ("v = tl.where(n_ok[None, :], acc, float('-inf'))\n"
+            "row_max = tl.max(v, axis=1)[:, None]\n"
+            "row_max = tl.where(row_max == float('-inf'), 0.0, row_max)  # an all -inf row stays finite\n"
+            "row_sum = tl.sum(tl.exp(v - row_max), axis=1)[:, None]\n")
+    if op == "logsumexp":
+        return body + "acc = row_max + tl.log(row_sum)\n"
+    if op == "softmax":
+        return body + "acc = tl.exp(v - row_max) / row_sum\n"
+    return body + "acc = v - row_max - tl.log(row_sum)\n"
 
 
 def chain_code(steps: tuple[Step, ...], var: str, indent: str) -> str:
@@ -122,38 +154,18 @@ def extra_strides(n: int) -> str:
 
 
 def epilogue_code(spec: GemmSpec, indent: str) -> str:
-    """Load the extra tensors at the tile, apply the chain to ``acc``, then the output mask."""
+    """Load the extra tensors at the tile (a row value as [BLOCK_M, 1]), run the epilogue
+    on ``acc``, then the output's triangular mask."""
     lines = []
-    for i in range(spec.n_extra):
+    for i, row in enumerate(spec.extra_rows):
+        cols = "" if row else f" + offs_n[None, :] * s_e{i}_n"
+        mask = "m_ok[:, None]" if row else "out_ok"
         lines.append(f"{indent}e{i} = tl.load(e{i}_ptr + b0.to(tl.int64) * s_e{i}_0 + b1.to(tl.int64) * s_e{i}_1"
-                     f" + offs_m[:, None] * s_e{i}_m + offs_n[None, :] * s_e{i}_n, mask=out_ok, other=0.0)"
-                     ".to(tl.float32)\n")
-    code = "".join(lines) + chain_code(spec.epilogue, "acc", indent)
+                     f" + offs_m[:, None] * s_e{i}_m{cols}, mask={mask}, other=0.0).to(tl.float32)\n")
+    code = "".join(lines) + "".join(f"{indent}{line}\n" for line in spec.epilogue.splitlines() if line.strip())
     if spec.out_tri is not None:
         code += f"{indent}acc = tl.where({tri_keep(spec.out_tri, 'offs_m', 'offs_n')}, acc, 0.0)\n"
     return code
-
-
-def tile_reduce_code(op: str, indent: str) -> str:
-    """Reduce ``acc`` [BLOCK_M, BLOCK_N] across N (columns past N masked out by ``n_ok``) into
-    ``red`` [BLOCK_M]; softmax and log_softmax rewrite ``acc`` instead."""
-    i = indent
-    if op in ("sum", "mean"):
-        div = " / N" if op == "mean" else ""
-        return f"{i}red = tl.sum(tl.where(n_ok[None, :], acc, 0.0), axis=1){div}\n"
-    if op in ("max", "min"):
-        fill = "float('-inf')" if op == "max" else "float('inf')"
-        return f"{i}red = tl.{op}(tl.where(n_ok[None, :], acc, {fill}), axis=1)\n"
-    body = (f"{i}v = tl.where(n_ok[None, :], acc, float('-inf'))\n"
-            f"{i}row_max = tl.max(v, axis=1)\n"
-            f"{i}row_max = tl.where(row_max == float('-inf'), 0.0, row_max)  # an all--inf row stays finite\n"
-            f"{i}p = tl.exp(v - row_max[:, None])\n"
-            f"{i}row_sum = tl.sum(p, axis=1)\n")
-    if op == "logsumexp":
-        return body + f"{i}red = row_max + tl.log(row_sum)\n"
-    if op == "softmax":
-        return body + f"{i}acc = p / row_sum[:, None]\n"
-    return body + f"{i}acc = v - row_max[:, None] - tl.log(row_sum)[:, None]\n"
 
 
 @dataclass
