@@ -1,0 +1,174 @@
+"""The GEMM / BMM template, rendered and run under Triton's interpreter against float64 PyTorch."""
+from __future__ import annotations
+
+import os
+import types
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+from kernelrag.draft.lower.gemm import render_gemm
+from kernelrag.draft.lower.gemm_spec import (GemmSpec, LoweringError, Step, Tri, row_reduce_code,
+                                             steps_code)
+
+
+def launcher(spec: GemmSpec):
+    rendered = render_gemm(spec)
+    module = types.ModuleType(f"gemm_{spec.name}")
+    exec(compile(rendered.source, f"<{spec.name}>", "exec"), module.__dict__)
+    return getattr(module, rendered.entry)
+
+
+def check(spec, reference, *args, **kwargs):
+    out = launcher(spec)(*args, **kwargs)
+    ref = reference(*[a.double() for a in args])
+    assert out.shape == ref.shape
+    assert out.dtype == args[0].dtype
+    err = (out.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+    assert err < 1e-5, f"relative error {err:.3g}"
+
+
+def mm(a, b):
+    return a @ b
+
+
+@pytest.mark.parametrize("a_shape,b_shape", [
+    ((37, 21), (21, 45)),            # ragged tiles on every side
+    ((3, 37, 21), (3, 21, 45)),      # bmm
+    ((2, 3, 17, 21), (21, 19)),      # 4-D tensor times a matrix: folds into one tall GEMM
+    ((2, 3, 17, 21), (3, 21, 19)),   # broadcast batch dim (stride 0)
+    ((2, 2, 2, 9, 8), (8, 5)),       # three leading dims
+    ((2, 1, 9, 8), (3, 8, 5)),       # both broadcast
+])
+def test_batched_and_broadcast_products(a_shape, b_shape):
+    torch.manual_seed(0)
+    check(GemmSpec(), mm, torch.randn(a_shape), torch.randn(b_shape))
+
+
+@pytest.mark.parametrize("ta,tb", [(True, False), (False, True), (True, True)])
+@pytest.mark.parametrize("precision", ["ieee", "tf32x3"])
+def test_transposed_operands_are_stride_swaps_or_one_pass_transposes(ta, tb, precision):
+    """tf32x3 makes both operands K-major first (transpose_kernel); the interpreter checks the indexing."""
+    torch.manual_seed(1)
+    a = torch.randn(29, 40).T if ta else torch.randn(40, 29)
+    b = torch.randn(33, 29).T if tb else torch.randn(29, 33)
+    check(GemmSpec(), mm, a, b, precision=precision)
+
+
+def test_bmm_with_k_major_transposes():
+    torch.manual_seed(2)
+    check(GemmSpec(), mm, torch.randn(3, 20, 17).transpose(1, 2), torch.randn(3, 20, 17), precision="tf32x3")
+
+
+@pytest.mark.parametrize("split_k", [2, 5])
+def test_split_k_partials_sum_in_order(split_k):
+    torch.manual_seed(3)
+    check(GemmSpec(), mm, torch.randn(20, 300), torch.randn(300, 24), split_k=split_k)
+    out1 = launcher(GemmSpec())(torch.ones(4, 64) / 3, torch.ones(64, 4) / 7, split_k=split_k)
+    out2 = launcher(GemmSpec())(torch.ones(4, 64) / 3, torch.ones(64, 4) / 7, split_k=split_k)
+    assert torch.equal(out1, out2)
+
+
+@pytest.mark.parametrize("b_shape,split_k", [((300, 1), None), ((300,), 3), ((2, 300, 1), 2)])
+def test_matrix_vector(b_shape, split_k):
+    torch.manual_seed(4)
+    a = torch.randn(2, 37, 300) if len(b_shape) == 3 else torch.randn(37, 300)
+    check(GemmSpec(vector=True), mm, a, torch.randn(b_shape), split_k=split_k)
+
+
+def test_vector_times_matrix():
+    torch.manual_seed(5)
+    check(GemmSpec(), mm, torch.randn(30), torch.randn(30, 20))
+
+
+def test_linear_bias_gelu_residual_epilogue():
+    torch.manual_seed(6)
+    spec = GemmSpec(name="linear_gelu_res", epilogue=steps_code((
+        Step("add", ("acc", "e0")), Step("gelu", ("acc",), (("approximate", "tanh"),)), Step("add", ("acc", "e1")))),
+        extra_rows=(False, False))
+    x, w, bias, res = torch.randn(33, 40), torch.randn(24, 40), torch.randn(24), torch.randn(33, 24)
+    ref = lambda x, wt, b, r: F.gelu(x @ wt + b, approximate="tanh") + r
+    check(spec, ref, x, w.T, bias, res)              # w.T: nn.Linear's (N, K) weight is already K-major
+    check(spec, ref, x, w.T, bias, res, split_k=2)   # the epilogue runs after the split-K sum
+
+
+def test_row_scale_extra_is_a_row_value():
+    torch.manual_seed(7)
+    spec = GemmSpec(epilogue=steps_code((Step("mul", ("acc", "e0")), Step("clamp", ("acc", -1.0, 1.0)))),
+                    extra_rows=(True,))
+    check(spec, lambda a, b, s: torch.clamp((a @ b) * s, -1, 1), torch.randn(20, 16), torch.randn(16, 18),
+          torch.randn(20, 1))
+
+
+REDUCE_REFS = {"sum": lambda c: c.sum(-1), "mean": lambda c: c.mean(-1), "max": lambda c: c.amax(-1),
+               "min": lambda c: c.amin(-1), "logsumexp": lambda c: torch.logsumexp(c, -1),
+               "softmax": lambda c: torch.softmax(c, -1), "log_softmax": lambda c: torch.log_softmax(c, -1)}
+
+
+@pytest.mark.parametrize("op", sorted(REDUCE_REFS))
+@pytest.mark.parametrize("n", [1, 24, 300])
+def test_row_reduction_fused_in_the_tile(op, n):
+    torch.manual_seed(8)
+    row = op not in ("softmax", "log_softmax")
+    spec = GemmSpec(name=f"gemm_{op}", epilogue=steps_code((Step("mul", ("acc", 0.5)),)) + row_reduce_code(op),
+                    whole_rows=True, row_out=row, squeeze_rows=row)
+    check(spec, lambda a, b: REDUCE_REFS[op](0.5 * (a @ b)), torch.randn(2, 20, 16), torch.randn(2, 16, n))
+
+
+def test_row_reduction_after_split_k():
+    torch.manual_seed(9)
+    spec = GemmSpec(epilogue=row_reduce_code("logsumexp"), whole_rows=True, row_out=True, squeeze_rows=True)
+    check(spec, lambda a, b: torch.logsumexp(a @ b, -1), torch.randn(20, 64), torch.randn(64, 40), split_k=2)
+
+
+def test_fused_row_reduction_refuses_rows_wider_than_a_tile():
+    spec = GemmSpec(epilogue=row_reduce_code("sum"), whole_rows=True, row_out=True)
+    with pytest.raises(ValueError, match="at most 1024 columns"):
+        launcher(spec)(torch.randn(16, 16), torch.randn(16, 1100))
+
+
+@pytest.mark.parametrize("kind", ["tril", "triu"])
+@pytest.mark.parametrize("diagonal", [0, 1, -2])
+def test_triangular_output_and_operands(kind, diagonal):
+    torch.manual_seed(10)
+    tri = getattr(torch, kind)
+    check(GemmSpec(out_tri=Tri(kind, diagonal)), lambda a, b: tri(a @ b, diagonal),
+          torch.randn(70, 70), torch.randn(70, 70))
+    check(GemmSpec(a_tri=Tri(kind, diagonal), b_tri=Tri(kind, diagonal)),
+          lambda a, b: tri(a, diagonal) @ tri(b, diagonal), torch.randn(70, 50), torch.randn(50, 66))
+    check(GemmSpec(a_tri=Tri(kind, diagonal), vector=True), lambda a, b: tri(a, diagonal) @ b,
+          torch.randn(70, 50), torch.randn(50, 1))
+
+
+def test_triangular_output_skips_the_zero_tiles():
+    source = render_gemm(GemmSpec(out_tri=Tri("tril"))).source
+    assert "k_hi = tl.where(n_first > m_last + 0, k_lo, k_hi)" in source
+
+
+def test_operand_prologue():
+    torch.manual_seed(11)
+    spec = GemmSpec(a_prologue=(Step("relu", ("acc",)),), b_prologue=(Step("mul", ("acc", 2.0)),))
+    check(spec, lambda a, b: torch.relu(a) @ (2 * b), torch.randn(20, 30), torch.randn(30, 20))
+
+
+def test_spec_errors_name_the_problem():
+    with pytest.raises(LoweringError, match="tril or triu"):
+        GemmSpec(out_tri=Tri("diag"))
+    with pytest.raises(LoweringError, match="whole rows"):
+        GemmSpec(row_out=True)
+    with pytest.raises(LoweringError, match="not in the elementwise emitter"):
+        GemmSpec(a_prologue=(Step("frobnicate", ("acc",)),))
+    with pytest.raises(LoweringError, match="row reduction"):
+        row_reduce_code("median")
+    with pytest.raises(TypeError, match="one float dtype"):
+        launcher(GemmSpec())(torch.randn(4, 4), torch.randn(4, 4, dtype=torch.float64))
+
+
+def test_rendered_module_says_its_precision_path():
+    rendered = render_gemm(GemmSpec())
+    assert any("tf32x3" in n and "ieee" in n for n in rendered.notes)
+    assert 'input_precision=PRECISION' in rendered.source
+    assert "tf32x3" in rendered.transformations
