@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from kernelrag.draft.lower.conv import ConvSpec, render_conv
-from kernelrag.draft.lower.gemm_spec import LoweringError, Step
+from kernelrag.draft.lower.gemm_spec import LoweringError, Step, steps_code
 from kernelrag.draft.lower.pool import PoolSpec, out_size, render_pool
 
 
@@ -62,7 +62,7 @@ def test_transposed_convolution(dims, ks, stride, pad, dil, groups, outpad, cin,
 
 def test_conv_bias_relu_residual_epilogue():
     torch.manual_seed(2)
-    epilogue = (Step("add", ("acc", "e0")), Step("relu", ("acc",)), Step("add", ("acc", "e1")))
+    epilogue = steps_code((Step("add", ("acc", "e0")), Step("relu", ("acc",)), Step("add", ("acc", "e1"))))
     conv = load(render_conv(ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1), epilogue=epilogue, n_extra=2)))
     x, w, b = torch.randn(2, 3, 9, 11), torch.randn(8, 3, 3, 3), torch.randn(8)
     res = torch.randn(2, 8, 9, 11)
@@ -119,7 +119,7 @@ def test_avg_pool(dims, ks, stride, pad, ceil, include_pad, divisor, size):
 
 def test_pool_epilogue_and_output_size():
     torch.manual_seed(5)
-    pool = load(render_pool(PoolSpec(2, "max", (2, 2), (2, 2), (0, 0), epilogue=(Step("relu", ("acc",)),))))
+    pool = load(render_pool(PoolSpec(2, "max", (2, 2), (2, 2), (0, 0), epilogue=steps_code((Step("relu", ("acc",)),)))))
     x = torch.randn(2, 3, 8, 8)
     torch.testing.assert_close(pool(x), torch.relu(F.max_pool2d(x, 2)))
     assert out_size(10, 3, 2, 1, 1, True) == F.max_pool1d(torch.zeros(1, 1, 10), 3, 2, 1, ceil_mode=True).shape[-1]

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, Step, chain_code
+from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered
 
 
 @dataclass(frozen=True)
@@ -43,10 +43,11 @@ class ConvSpec:
     stride: tuple[int, ...]
     padding: tuple[int, ...]
     dilation: tuple[int, ...]
-    groups: int = 1
+    groups: int = 1                             # a transposed conv's group count (a conv reads it from w)
     transposed: bool = False
+    depthwise: bool = False                     # transposed only: one group per input channel
     output_padding: tuple[int, ...] = ()
-    epilogue: tuple[Step, ...] = ()
+    epilogue: str = ""                          # lines computing ``acc`` from ``acc``, e0.. (gemm_spec)
     n_extra: int = 0
     name: str = "conv"
 
@@ -100,15 +101,15 @@ def {name}_kernel(
 _LAUNCHER = '''
 
 def {name}(x, w, {extras_sig}precision=None):
-    """{what} of x [N, C_in, {in_dims}] with weight {w_layout} (groups={groups}), epilogue fused."""
+    """{what} of x [N, C_in, {in_dims}] with weight {w_layout}, epilogue fused."""
     D = {dims}
     if x.ndim != D + 2 or w.ndim != D + 2:
         raise ValueError(f"{name}: need x [N, C, {in_dims}] and a {{D + 2}}-D weight, got {{tuple(x.shape)}}, "
                          f"{{tuple(w.shape)}}")
     if x.dtype != w.dtype:
         raise TypeError(f"{name}: input is {{x.dtype}} but weight is {{w.dtype}}")
-    G = {groups}
     Nb, C_in = x.shape[0], x.shape[1]
+    G = {groups_expr}
     L = list(x.shape[2:])
     KS, S, P, DL, OP = {ks}, {stride}, {padding}, {dilation}, {outpad}
     if {transposed}:
@@ -125,9 +126,11 @@ def {name}(x, w, {extras_sig}precision=None):
                          f" (output sizes {{O}})")
     K = wg.shape[2]
     y = torch.empty((Nb, Fg * G, *O), device=x.device, dtype=x.dtype)
-    extras = [torch.broadcast_to(e, y.shape) for e in ({extras_tuple})]
+    extras = [e.expand(y.shape) for e in ({extras_tuple})]
     e_st = [s for e in extras for s in e.stride()]
-    M = Nb * math.prod(O)
+    M = Nb
+    for o in O:
+        M *= o
     if precision is None:
         precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
     BM, BN, BK, warps = (128, 64, 32, 8) if x.is_cuda and M >= 4096 else (64 if x.is_cuda else 32, 32, 16, 4)
@@ -179,7 +182,7 @@ def render_conv(spec: ConvSpec) -> Rendered:
         pos = " + ".join(f"o{d}[:, None].to(tl.int64) * s_e{i}_{d + 2}" for d in range(D))
         epi += (f"    e{i} = tl.load(e{i}_ptr + n_idx[:, None].to(tl.int64) * s_e{i}_0 + co[None, :].to(tl.int64)"
                 f" * s_e{i}_1 + {pos}, mask=out_ok, other=0.0).to(tl.float32)\n")
-    epi += chain_code(spec.epilogue, "acc", "    ")
+    epi += "".join(f"    {line}\n" for line in spec.epilogue.splitlines() if line.strip())
     kernel = _KERNEL.format(
         name=spec.name, in_dims=", ".join(L), out_dims=", ".join(O), extra_args=extra_args,
         sizes=", ".join(L + O), x_strides=", ".join(f"s_x{i}" for i in range(D)),
@@ -188,17 +191,21 @@ def render_conv(spec: ConvSpec) -> Rendered:
         y_pos=" + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)))
     extras = [f"e{i}" for i in range(spec.n_extra)]
     outpad = tuple(spec.output_padding) or (0,) * D
+    if spec.transposed:
+        groups_expr = "C_in" if spec.depthwise else str(spec.groups)
+    else:
+        groups_expr = "C_in // w.shape[1]  # the weight [C_out, C_in / groups, *KS] gives the group count"
     launcher = _LAUNCHER.format(
         name=spec.name, what="Transposed convolution" if spec.transposed else "Convolution",
         in_dims=", ".join(L), w_layout="[C_in, C_out / groups, *KS]" if spec.transposed else "[C_out, C_in / groups, *KS]",
-        groups=spec.groups, dims=D, ks=tuple(ks), stride=tuple(spec.stride), padding=tuple(spec.padding),
+        groups_expr=groups_expr, dims=D, ks=tuple(ks), stride=tuple(spec.stride), padding=tuple(spec.padding),
         dilation=tuple(spec.dilation), outpad=outpad, transposed=spec.transposed,
         extras_sig="".join(f"{e}, " for e in extras), extras_tuple="".join(f"{e}, " for e in extras),
         extras_call="".join(f"{e}, " for e in ("extras[%d]" % i for i in range(spec.n_extra))))
     consts = "".join(f"{k}{i}={v[i]}, " for i in range(D)
                      for k, v in (("KS", ks), ("S", spec.stride), ("P", spec.padding), ("DL", spec.dilation)))
-    launcher = launcher.replace("*e_st,\n", f"*e_st, {consts}\n")
-    source = "import math\n\nimport torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel + launcher
+    launcher = launcher.replace("*e_st,\n", f"*e_st,\n        {consts.rstrip()}\n")
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel + launcher
     transformations = ["implicit_gemm", "tiling", "fp32_accumulation", "tf32x3"] + (["epilogue_fusion"] if spec.epilogue else [])
     notes = ["dot precision: tf32x3 (3xTF32) on CUDA for fp32, ieee under the CPU interpreter"]
     return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)

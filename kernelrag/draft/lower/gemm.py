@@ -80,7 +80,7 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
         raise ValueError(f"{name}: inner sizes differ, a is {{tuple(a.shape)}}, b is {{tuple(b.shape)}}")
     K, N = b.shape[-2], b.shape[-1]
     out_shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
-    extras = [torch.broadcast_to(e, out_shape) for e in ({extras_tuple})]
+    extras = [e.expand(out_shape) for e in ({extras_tuple})]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
     if precision is None:
         precision = ("tf32x3" if cuda else "ieee") if fp32 else "tf32"   # "tf32" is not applied to 16-bit inputs

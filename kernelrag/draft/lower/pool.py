@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, Step, chain_code
+from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered
 
 
 @dataclass(frozen=True)
@@ -39,7 +39,7 @@ class PoolSpec:
     ceil_mode: bool = False
     count_include_pad: bool = True
     divisor_override: int | None = None
-    epilogue: tuple[Step, ...] = ()
+    epilogue: str = ""                          # lines computing ``acc`` from ``acc``, e0.. (gemm_spec)
     n_extra: int = 0
     name: str = "pool"
 
@@ -103,7 +103,7 @@ def {name}(x, {extras_sig}):
     if min(O) <= 0:
         raise ValueError(f"{name}: input {{tuple(x.shape)}} is too small for the window (output {{O}})")
     y = torch.empty((x.shape[0], x.shape[1], *O), device=x.device, dtype=x.dtype)
-    extras = [torch.broadcast_to(e, y.shape) for e in ({extras_tuple})]
+    extras = [e.expand(y.shape) for e in ({extras_tuple})]
     e_st = [s for e in extras for s in e.stride()]
     total = y.numel()
     BLOCK = 256 if x.is_cuda else 64
@@ -155,7 +155,7 @@ def render_pool(spec: PoolSpec) -> Rendered:
         pos = "".join(f" + o{i}.to(tl.int64) * s_e{e}_{i + 2}" for i in range(D))
         epi += (f"    e{e} = tl.load(e{e}_ptr + n.to(tl.int64) * s_e{e}_0 + c.to(tl.int64) * s_e{e}_1{pos}, "
                 "mask=live, other=0.0).to(tl.float32)\n")
-    epi += chain_code(spec.epilogue, "acc", "    ")
+    epi += "".join(f"    {line}\n" for line in spec.epilogue.splitlines() if line.strip())
     kernel = _KERNEL.format(
         name=spec.name, in_dims=", ".join(L), out_dims=", ".join(O),
         extra_args="".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to the output\n"
