@@ -56,9 +56,7 @@ def k_major(t, rows_are_k):
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
-LAUNCHER = '''
-
-def _blocks(M, N, K, cuda, fp32):
+BLOCKS = '''def gemm_blocks(M, N, K, cuda, fp32):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. The large
     tile is the configuration measured best for 3xTF32 on an H200 (128x128x64, 8 warps,
     3 stages); small products get small tiles so more programs run."""
@@ -67,9 +65,9 @@ def _blocks(M, N, K, cuda, fp32):
     if cuda:
         return (64, 64, 32, 4, 3)
     return (32, 32, 16, 4, 1)
+'''
 
-
-def {name}(a, b, {extras_sig}precision=None, split_k=None):
+LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
     """{doc}"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"{name}: need two tensors of one float dtype, got {{a.dtype}} and {{b.dtype}}")
@@ -80,7 +78,8 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
         raise ValueError(f"{name}: inner sizes differ, a is {{tuple(a.shape)}}, b is {{tuple(b.shape)}}")
     K, N = b.shape[-2], b.shape[-1]
     out_shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
-    extras = [e.expand(out_shape) for e in ({extras_tuple})]
+    extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in ({extras_tuple})]
+    extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
     if precision is None:
         precision = ("tf32x3" if cuda else "ieee") if fp32 else "tf32"   # "tf32" is not applied to 16-bit inputs
@@ -104,7 +103,7 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    BM, BN, BK, warps, stages = _blocks(M, N, K, cuda, fp32)
+    BM, BN, BK, warps, stages = gemm_blocks(M, N, K, cuda, fp32)
     if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
         if N > 1024:
             raise ValueError(f"{name}: the fused row reduction holds at most 1024 columns, N is {{N}}")
@@ -146,21 +145,33 @@ def {name}(a, b, {extras_sig}precision=None, split_k=None):
     return out
 '''
 
-def render_gemm(spec: GemmSpec) -> Rendered:
-    """The kernels and launcher for ``spec`` as module text (imports included)."""
+def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
+    """(kernel and helper texts, the launcher's text) for ``spec``; helpers shared by
+    several GEMMs of one module are separate entries, so they are written once."""
     extras = [f"e{i}" for i in range(spec.n_extra)]
     doc = spec.doc or "epilogue(a @ b) through the GEMM template's kernels."
     launcher = LAUNCHER.format(
         name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
-        extras_tuple="".join(f"{e}, " for e in extras), extras_call="".join(f"*e4[{i}:{i + 1}], " for i in
-                                                                            range(spec.n_extra)),
+        extras_tuple="".join(f"{e}, " for e in extras),
+        extras_call="".join(f"*e4[{i}:{i + 1}], " for i in range(spec.n_extra)),
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector)
-    source = ("import torch\nimport triton\nimport triton.language as tl\n\n\n" + TRANSPOSE_KERNEL + "\n\n"
-              + render_kernels(spec) + launcher)
-    transformations = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k", "tf32x3"]
+    return [TRANSPOSE_KERNEL, BLOCKS, render_kernels(spec)], launcher
+
+
+def transformations_of(spec: GemmSpec) -> list[str]:
+    out = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k", "tf32x3"]
     if spec.epilogue or spec.out_tri:
-        transformations.append("epilogue_fusion")
+        out.append("epilogue_fusion")
     if spec.whole_rows:
-        transformations.append("one_row_per_program")
-    notes = ["dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"]
-    return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)
+        out.append("one_row_per_program")
+    return out
+
+
+PRECISION_NOTE = "dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"
+
+
+def render_gemm(spec: GemmSpec) -> Rendered:
+    """The kernels and launcher for ``spec`` as one module's text (imports included)."""
+    kernels, launcher = gemm_parts(spec)
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + "\n\n".join(kernels) + launcher
+    return Rendered(source=source, entry=spec.name, transformations=transformations_of(spec), notes=[PRECISION_NOTE])

@@ -1,0 +1,167 @@
+"""GEMM / BMM template: a traced ``matmul`` node and the epilogue its output tile can hold.
+
+The kernels (tiling, grouped order, split-K, the matrix-vector form, 3xTF32 with
+K-major operands on CUDA) are in ``lower/gemm_kernels.py`` and ``lower/gemm.py``,
+whose docstrings teach them. This module decides what joins a GEMM region:
+
+* the anchor, a ``matmul`` node; a transposed operand reaches it as a strided view
+  (free), a ``tril`` / ``triu`` operand as structure (``a_tri`` / ``b_tri``) that
+  skips the zero half of the K loop;
+* elementwise nodes on the output frame, with any other operands broadcast to it
+  (bias, residual, per-row or per-column scales, scalars): one pass over registers
+  instead of one HBM round trip of the output each;
+* reductions across N (sum, mean, max, min, and what softmax, log-softmax and
+  logsumexp decompose into) while the traced N fits one tile (<= 1024 columns): the
+  row never leaves registers. A wider row closes the region and the reduction
+  template reads the product back (a second pass);
+* a final ``tril`` / ``triu`` of the output, which also skips every tile wholly
+  outside the triangle.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.exprs import is_elementwise, literal, node_expr
+from kernelrag.draft.lower.gemm import PRECISION_NOTE, gemm_parts, transformations_of
+from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
+from kernelrag.draft.lower.ir import Graph, Node, broadcast
+from kernelrag.draft.lower.protocol import Emitted, Region, register
+
+MAX_ROW = 1024          # widest row a fused reduction holds in one tile
+_ROW_REDUCE = {"sum", "mean", "max", "min"}
+
+
+def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
+    """True when ``shape`` broadcasts to ``domain`` without growing it."""
+    try:
+        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
+    except ValueError:
+        return False
+
+
+def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], row_reduce: bool = False) -> str:
+    """Lines computing ``acc`` for the region's nodes after ``anchor``: each node a
+    ``v<id>`` from the elementwise emitter, extras as ``e<k>``, constants as literals."""
+    names = {anchor: "acc"}
+    names.update({nid: f"e{k}" for k, nid in enumerate(extras)})
+    lines = []
+    for nid in region.nodes[region.nodes.index(anchor) + 1:]:
+        node = graph[nid]
+        for i in node.inputs:
+            if graph[i].op == "const":
+                names.setdefault(i, literal(graph[i].args["value"]))
+        if node.op in ("squeeze_row", "tri"):
+            names[nid] = names[node.inputs[0]]          # a squeeze is the store's shape; tri is out_tri
+            continue
+        if node.op == "reduce":
+            x, fn = names[node.inputs[0]], node.args["fn"]
+            if not row_reduce or fn not in _ROW_REDUCE:
+                raise ValueError(f"reduction {fn} is not fused here")
+            fill = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')"}[fn]
+            op = "sum" if fn in ("sum", "mean") else fn
+            expr = f"tl.{op}(tl.where(n_ok[None, :], {x}, {fill}), axis=1)[:, None]" + (" / N" if fn == "mean" else "")
+        else:
+            expr = node_expr(graph, node, names)
+        lines.append(f"v{nid} = {expr}")
+        names[nid] = f"v{nid}"
+    last = region.nodes[-1]
+    if last != anchor:
+        lines.append(f"acc = {names[last]}")
+    return "".join(line + "\n" for line in lines)
+
+
+def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras: list[int], doc: str) -> str:
+    """The region's launcher: its loads in order, handed to the template's launcher."""
+    params = [f"x{k}" for k in range(len(loads))]
+    pick = [params[loads.index(i)] for i in operands + extras]
+    return (f"def {name}({', '.join(params)}):\n    \"\"\"{doc}\"\"\"\n"
+            f"    return ({core}({', '.join(pick)}),)\n")
+
+
+class GemmTemplate:
+    name = "gemm"
+    family = "gemm"
+    variants = ("tiled",)
+
+    def opens(self, graph: Graph, node: Node) -> bool:
+        return node.op == "matmul"
+
+    def absorbs(self, graph: Graph, region: Region, node: Node) -> bool:
+        st = region.state
+        if not region.nodes:
+            if node.op != "matmul":
+                return False
+            region.domain = node.shape
+            st.update(anchor=node.id, reduced=False, closed=False,
+                      vector_b=len(graph[node.inputs[1]].shape) == 1)
+            return True
+        if st["closed"] or not region.domain:
+            return False
+        inside = set(region.nodes)
+        domain = region.domain
+        row = domain[:-1] + (1,)
+        if node.op == "tri":
+            if st["reduced"] or node.inputs[0] != region.nodes[-1] or len(domain) < 2:
+                return False
+            st["closed"] = True
+            return True
+        if node.op == "squeeze_row":
+            ok = (st["reduced"] and node.inputs[0] == region.nodes[-1] and tuple(node.args["dims"]) == (len(domain) - 1,)
+                  and graph[node.inputs[0]].shape == row)
+            st["closed"] = ok
+            return ok
+        if node.op == "reduce":
+            ok = (node.inputs[0] in inside and node.args["fn"] in _ROW_REDUCE and len(domain) >= 2
+                  and tuple(node.args["dims"]) == (len(domain) - 1,) and domain[-1] <= MAX_ROW
+                  and not st["vector_b"] and node.shape == row)
+            if ok:
+                st["reduced"] = True
+            return ok
+        if not is_elementwise(node) or node.shape not in (domain, row if st["reduced"] else domain):
+            return False
+        if not any(i in inside for i in node.inputs):
+            return False
+        return all(i in inside or graph[i].op == "const" or (graph[i].kind == "float" and fits(graph[i].shape, domain))
+                   for i in node.inputs)
+
+    def adopts(self, graph: Graph, region: Region, node: Node) -> bool:
+        return False
+
+    def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
+        if variant not in self.variants:
+            return f"gemm has no variant {variant!r}"
+        if region.outputs != [region.nodes[-1]]:
+            return "the GEMM region's intermediate values are needed outside it; only its last value is written"
+        return None
+
+    def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+        anchor = graph[region.state["anchor"]]
+        a, b = anchor.inputs
+        later = region.nodes[region.nodes.index(anchor.id) + 1:]
+        extras = [i for i in region.loads if any(i in graph[n].inputs for n in later)]
+        domain = region.domain
+        rank_row = lambda i: len(domain) >= 2 and domain[-1] > 1 and \
+            (1,) * (len(domain) - len(graph[i].shape)) + graph[i].shape == domain[:-1] + (1,)
+        last = graph[region.nodes[-1]]
+        tri = next((graph[n] for n in later if graph[n].op == "tri"), None)
+        reduced = region.state["reduced"]
+        row_out = reduced and (last.shape == domain[:-1] + (1,) or last.op == "squeeze_row")
+        spec = GemmSpec(
+            name=f"{name}_gemm",
+            a_tri=Tri(*anchor.args["a_tri"]) if anchor.args.get("a_tri") else None,
+            b_tri=Tri(*anchor.args["b_tri"]) if anchor.args.get("b_tri") else None,
+            epilogue=epilogue_text(graph, region, anchor.id, extras, row_reduce=True),
+            extra_rows=tuple(rank_row(i) for i in extras), whole_rows=reduced, row_out=row_out,
+            squeeze_rows=last.op == "squeeze_row", out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
+            vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
+            doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused")
+        kernels, launcher = gemm_parts(spec)
+        ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
+        doc = (f"{ops}: a tiled GEMM (one BLOCK_M x BLOCK_N output tile per program, grouped order, fp32 "
+               "accumulation, split-K when K is long next to the output) with the rest of the chain applied to "
+               "the accumulator before the one store: 2*M*N*K FLOPs, (M*K + K*N + M*N) elements moved. "
+               + PRECISION_NOTE + ".")
+        return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
+            name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)"),
+            launcher_name=name, transformations=transformations_of(spec), doc=doc)
+
+
+register(GemmTemplate(), 20)
