@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.draft.lower import decompose_modules, decompose_norms, decompose_ops
+from kernelrag.draft.lower import decompose_conv, decompose_gemm, decompose_modules, decompose_norms, decompose_ops
 from kernelrag.draft.lower.exprs import ELEMENTWISE, kind_of
 from kernelrag.draft.lower.ir import FLOAT, INDEX, Graph, broadcast
 from kernelrag.draft.lower.values import IrRef, Unsupported, _Flip, _arg, _dims, kind_of_dtype  # noqa: F401
@@ -90,7 +90,9 @@ class Decomposer:
 
     def module(self, mod: Any, path: str, args: tuple, kwargs: dict, shape: tuple[int, ...]) -> Any:
         from kernelrag.draft.codegen import CodegenError, _module_op
-        handler = getattr(decompose_modules, type(mod).__name__, None)
+        handler = (getattr(decompose_modules, type(mod).__name__, None)
+                   or getattr(decompose_gemm, type(mod).__name__, None)
+                   or getattr(decompose_conv, type(mod).__name__, None))
         if handler is not None:
             return handler(self, mod, path, list(args), dict(kwargs))
         try:
@@ -119,7 +121,8 @@ class Decomposer:
             return decompose_ops.layout(self, name, args, kwargs, shape)
         if name in _REDUCE and _REDUCE[name]:
             return decompose_ops.reduction(self, _REDUCE[name], args, kwargs)
-        handler = getattr(decompose_ops, f"op_{name}", None) or getattr(decompose_norms, f"op_{name}", None)
+        handler = (getattr(decompose_ops, f"op_{name}", None) or getattr(decompose_norms, f"op_{name}", None)
+                   or getattr(decompose_gemm, f"op_{name}", None) or getattr(decompose_conv, f"op_{name}", None))
         if handler is not None:
             return handler(self, args, kwargs)
         if name in ELEMENTWISE:

@@ -6,8 +6,8 @@ elementwise add of ``bias.view(C, 1, ..)``, which the conv template fuses.
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.decompose import IrRef, Unsupported, _arg
 from kernelrag.draft.lower.ir import FLOAT
+from kernelrag.draft.lower.values import IrRef, Unsupported, _arg
 
 
 def _tuple(v, d: int, what: str) -> tuple[int, ...]:

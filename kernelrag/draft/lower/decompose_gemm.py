@@ -21,8 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.draft.lower.decompose import IrRef, Unsupported, _arg
 from kernelrag.draft.lower.ir import FLOAT, broadcast
+from kernelrag.draft.lower.values import IrRef, Unsupported, _arg
 
 
 def _t(x: Any, what: str) -> IrRef:
