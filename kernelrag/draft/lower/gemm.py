@@ -37,8 +37,9 @@ def transpose_kernel(
     cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
     ok = (rows < R)[:, None] & (cols < C)[None, :]
     tile = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok)
-    # one read and one write per element: the tile is stored with its two axes swapped
-    tl.store(y_ptr + g.to(tl.int64) * R * C + cols[None, :] * R + rows[:, None], tile, mask=ok)
+    # one read and one write per element; the swapped tile is stored along its contiguous axis
+    ok_t = (cols < C)[:, None] & (rows < R)[None, :]
+    tl.store(y_ptr + g.to(tl.int64) * R * C + cols[:, None] * R + rows[None, :], tl.trans(tile), mask=ok_t)
 
 
 def k_major(t, rows_are_k):
@@ -109,10 +110,15 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
             raise ValueError(f"{name}: the fused row reduction holds at most 1024 columns, N is {{N}}")
         BN = max(16, triton.next_power_of_2(N))
         BM = max(16, min(BM, 8192 // BN))
+        if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
+            BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 2
+    split_k_given = split_k
     if split_k is None:                       # few output tiles over a long K: split K across programs
         tiles = B0 * B1 * triton.cdiv(M, BM) * triton.cdiv(N, BN)
         split_k = max(1, min(K // 1024, triton.cdiv(264, tiles), 64)) if K >= 2048 else 1
     gemv = {vector!r} and N == 1
+    if gemv and split_k_given is None:        # reading A is the whole cost: enough programs to keep HBM busy
+        split_k = max(1, min(K // 4096, triton.cdiv(1056, B0 * B1 * triton.cdiv(M, 64))))
     out_full = out_shape[:-1] + ((1,) if {row_out!r} else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
     full = out.reshape(B0, B1, M, out_full[-1])

@@ -85,13 +85,18 @@ def {name}_kernel(
         k_hi = min(k_hi, k_lo + k_chunk)
     a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
     b_cols = b_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+    # 64-bit offsets once per tile; the K loop only steps the pointers (the form the compiler pipelines)
+    a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+    b_ptrs = b_cols + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(k_lo, k_hi, BLOCK_K):
         ks = k0 + offs_k
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
-        a = tl.load(a_rows + ks[None, :].to(tl.int64) * s_ak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_cols + ks[:, None].to(tl.int64) * s_bk, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
 {prologue}        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        a_ptrs += BLOCK_K * s_ak
+        b_ptrs += BLOCK_K * s_bk
 
     out_ok = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum
@@ -141,13 +146,17 @@ def {name}_gemv_kernel(
     k_hi = min(k_hi, k_lo + k_chunk)
     a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
     x_base = x_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1
+    a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+    x_ptrs = x_base + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk
     acc = tl.zeros((BLOCK_M, BLOCK_K), dtype=tl.float32)  # BLOCK_K running sums per row
     for k0 in range(k_lo, k_hi, BLOCK_K):
         ks = k0 + offs_k
         k_ok = ks < k_hi
-        a = tl.load(a_rows + ks[None, :].to(tl.int64) * s_ak, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(x_base + ks[:, None].to(tl.int64) * s_bk, mask=k_ok[:, None], other=0.0)
+        a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+        b = tl.load(x_ptrs, mask=k_ok[:, None], other=0.0)
 {prologue}        acc += a.to(tl.float32) * tl.reshape(b.to(tl.float32), (1, BLOCK_K))
+        a_ptrs += BLOCK_K * s_ak
+        x_ptrs += BLOCK_K * s_bk
     part = tl.sum(acc, axis=1)  # pairwise sum of the BLOCK_K partial sums
     ws = ws_ptr + (split * tl.num_programs(1) + batch).to(tl.int64) * M
     tl.store(ws + offs_m, part, mask=m_ok)
