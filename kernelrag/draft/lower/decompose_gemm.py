@@ -175,3 +175,25 @@ def op_einsum(dec, args, kwargs):
     perm = [got.index(x) for x in out]
     shape = dec.shape(result.id)
     return dec.view(result, f"{{0}}.permute({', '.join(map(str, perm))})", tuple(shape[i] for i in perm), "einsum")
+
+
+def op_scaled_dot_product_attention(dec, args, kwargs):
+    """softmax(q @ k^T * scale [+ mask]) @ v as two GEMMs: the softmax is the first one's
+    epilogue while a row of scores fits one tile, else a row-wise pass between them."""
+    from kernelrag.draft.lower.decompose_ops import op_softmax
+
+    q, k, v = (_t(x, "scaled_dot_product_attention") for x in args[:3])
+    mask = _arg(args, kwargs, 3, "attn_mask")
+    if _arg(args, kwargs, 4, "dropout_p", 0.0) or _arg(args, kwargs, 5, "is_causal", False) \
+            or kwargs.get("enable_gqa"):
+        raise Unsupported("attention with dropout, is_causal or grouped-query heads is not lowered")
+    if mask is not None and (not isinstance(mask, IrRef) or dec.g[mask.id].kind != FLOAT):
+        raise Unsupported("attention with a boolean mask is not lowered (an additive float mask is)")
+    shape = dec.shape(k.id)
+    scale = kwargs.get("scale")
+    scale = float(scale) if scale is not None else dec.shape(q.id)[-1] ** -0.5
+    kt = dec.view(k, "{0}.transpose(-2, -1)", shape[:-2] + (shape[-1], shape[-2]), "attention")
+    scores = dec.ew("mul", matmul(dec, q, kt, "attention"), scale, origin="attention")
+    if mask is not None:
+        scores = dec.ew("add", scores, mask, origin="attention")
+    return matmul(dec, op_softmax(dec, [scores, -1], {}), v, "attention")
