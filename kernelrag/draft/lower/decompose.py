@@ -86,6 +86,10 @@ class Decomposer:
     def getitem(self, value: Any, index: Any) -> Any:
         if isinstance(value, tuple) and isinstance(index, int):
             return value[index]
+        if isinstance(value, IrRef):
+            sliced = decompose_gemm.basic_slice(self, value, index)    # x[..., :-3]: a view
+            if sliced is not None:
+                return sliced
         raise Unsupported(f"indexing {index!r} is not lowered (only the (values, indices) pair of max/min)")
 
     def module(self, mod: Any, path: str, args: tuple, kwargs: dict, shape: tuple[int, ...]) -> Any:

@@ -134,3 +134,21 @@ def _pool_module(kind: str, dims: int):
 
 MaxPool1d, MaxPool2d, MaxPool3d = (_pool_module("max", d) for d in (1, 2, 3))
 AvgPool1d, AvgPool2d, AvgPool3d = (_pool_module("avg", d) for d in (1, 2, 3))
+
+
+def _adaptive(kind: str, dims: int):
+    def handler(dec, mod, path, args, kwargs):
+        size = mod.output_size
+        sizes = (size,) * dims if not isinstance(size, (tuple, list)) else tuple(size)
+        if any(s != 1 for s in sizes) or getattr(mod, "return_indices", False):
+            raise Unsupported(f"{type(mod).__name__}({size!r}): only a global pool (output size 1) is lowered")
+        x = args[0]
+        rank = len(dec.shape(x.id))
+        return dec.red("mean" if kind == "avg" else "max", x, tuple(range(rank - dims, rank)), keepdim=True,
+                       origin=f"adaptive_{kind}_pool{dims}d")
+    return handler
+
+
+# a global (output size 1) adaptive pool is a mean or max over the spatial dims: the reduction template's
+AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = (_adaptive("avg", d) for d in (1, 2, 3))
+AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = (_adaptive("max", d) for d in (1, 2, 3))

@@ -197,3 +197,41 @@ def op_scaled_dot_product_attention(dec, args, kwargs):
     if mask is not None:
         scores = dec.ew("add", scores, mask, origin="attention")
     return matmul(dec, op_softmax(dec, [scores, -1], {}), v, "attention")
+
+
+def _slice_code(part: Any) -> str | None:
+    if part is Ellipsis:
+        return "..."
+    if part is None:
+        return "None"
+    if isinstance(part, slice) and all(v is None or isinstance(v, int) for v in (part.start, part.stop, part.step)):
+        text = f"{'' if part.start is None else part.start}:{'' if part.stop is None else part.stop}"
+        return text + (f":{part.step}" if part.step is not None else "")
+    return None
+
+
+def basic_slice(dec, x: IrRef, index: Any) -> IrRef | None:
+    """``x[..., :-3]`` and other slices with constant bounds (a strided view), else None."""
+    import torch
+
+    parts = index if isinstance(index, tuple) else (index,)
+    codes = [_slice_code(p) for p in parts]
+    if any(c is None for c in codes):
+        return None
+    shape = tuple(torch.empty(dec.shape(x.id), device="meta")[index].shape)
+    return dec.view(x, "{0}[" + ", ".join(codes) + "]", shape, "slice")
+
+
+def op_chunk(dec, args, kwargs):
+    """``x.chunk(n, dim)``: n views (``a, g = proj(x).chunk(2, -1)`` for a gated unit)."""
+    x = _t(args[0], "chunk")
+    chunks, dim = int(_arg(args, kwargs, 1, "chunks")), int(_arg(args, kwargs, 2, "dim", 0))
+    shape = dec.shape(x.id)
+    dim %= len(shape)
+    size = -(-shape[dim] // chunks)
+    views = []
+    for k in range(-(-shape[dim] // size)):
+        width = min(size, shape[dim] - k * size)
+        sub = shape[:dim] + (width,) + shape[dim + 1:]
+        views.append(dec.view(x, f"{{0}}.chunk({chunks}, {dim})[{k}]", sub, "chunk"))
+    return tuple(views)
