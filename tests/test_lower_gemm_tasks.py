@@ -64,9 +64,22 @@ def test_fixture_task_lowers_and_matches(task, templates):
     run_lowered(TASKS / f"{task}.py", templates)
 
 
-@pytest.mark.parametrize("task", ["matmul_transposed_a", "linear_gelu", "bmm"])
-def test_suite_task_lowers_and_matches(task):
-    run_lowered(SUITE / f"{task}.py", ["gemm"])
+@pytest.mark.parametrize("task,templates", [
+    ("matmul_transposed_a", ["gemm"]),
+    ("linear_gelu", ["gemm"]),
+    ("bmm", ["gemm"]),
+    ("linear_geglu", ["gemm", "elementwise"]),                   # chunk: two views of one GEMM output
+    ("depthwise_conv1d_causal_silu", ["conv", "elementwise"]),   # x[..., :-k]: a view between kernels
+    ("adaptive_avg_pool2d_linear", ["rowwise", "gemm"]),         # a global pool is a mean
+])
+def test_suite_task_lowers_and_matches(task, templates):
+    run_lowered(SUITE / f"{task}.py", templates)
+
+
+def test_attention_is_two_gemms_around_a_softmax():
+    draft = lower((SUITE / "attention.py").read_text(), "attention")
+    assert draft.ok, draft.reason
+    assert draft.reason.count("gemm:") == 2 and "softmax" in draft.reason
 
 
 def test_fusion_plan_is_one_kernel_for_a_gemm_chain():
