@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 from kernelrag.draft.codegen import OPS, _lit
 
 REDUCTIONS = ("sum", "mean", "max", "min", "logsumexp", "softmax", "log_softmax")
-PRECISIONS = ("ieee", "tf32x3")
 
 
 class LoweringError(ValueError):

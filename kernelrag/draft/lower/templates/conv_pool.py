@@ -20,7 +20,7 @@ from kernelrag.draft.lower.templates.gemm import epilogue_text, fits, wrapper
 _IMPORTS = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
 
 
-def _split(rendered_source: str, kernel: str) -> tuple[str, str]:
+def _split(rendered_source: str) -> tuple[str, str]:
     """(the @triton.jit kernel text, the launcher text) of a rendered module."""
     body = rendered_source[len(_IMPORTS):] if rendered_source.startswith(_IMPORTS) else rendered_source
     cut = body.index("\n\n\ndef ")
@@ -77,7 +77,7 @@ class ConvTemplate(_AnchoredTemplate):
                             epilogue_text(graph, region, node.id, extras), len(extras), name=f"{name}_conv")
         except LoweringError as exc:
             raise ValueError(str(exc)) from None
-        kernel, launcher = _split(render_conv(spec).source, spec.name)
+        kernel, launcher = _split(render_conv(spec).source)
         ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
         doc = (f"{ops}: an implicit GEMM (M = N * output positions, N = output channels per group, K = input "
                "channels per group * kernel taps; the im2col tile is gathered as it is loaded, never stored) with "
@@ -105,7 +105,7 @@ class PoolTemplate(_AnchoredTemplate):
         except LoweringError as exc:
             raise ValueError(str(exc)) from None
         rendered = render_pool(spec)
-        kernel, launcher = _split(rendered.source, spec.name)
+        kernel, launcher = _split(rendered.source)
         ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
         doc = (f"{ops}: one program per BLOCK outputs, the window's taps unrolled, an fp32 running "
                f"{'max (NaN wins)' if a['mode'] == 'max' else 'sum divided as PyTorch divides it'}; memory-bound "
