@@ -126,6 +126,14 @@ def test_model_new_keeps_the_parameter_names():
     assert "self.block.ln.weight" in d.source
 
 
+def test_model_new_carries_the_imports_its_init_reads():
+    src = "import math\n" + task("x * self.scale", body="self.scale = nn.Parameter(torch.ones([]) * math.log(1 / 0.07))")
+    d = lower(src)
+    assert d.ok, d.reason
+    assert "import math" in d.source
+    run_both(src, d.source)
+
+
 class _Graph:
     def __init__(self, scores):
         self.scores = scores

@@ -15,6 +15,9 @@ from kernelrag.draft.lower.partition import ViewStep
 from kernelrag.draft.lower.protocol import Emitted
 
 
+_HEADER_NAMES = {"torch", "nn", "triton", "tl"}    # imported by every emitted module's header
+
+
 def model_init_source(task_source: str) -> tuple[str, list[str]]:
     """(ModelNew.__init__ text, module-level constant assignments) taken from the task's Model."""
     tree = ast.parse(task_source)
@@ -26,6 +29,10 @@ def model_init_source(task_source: str) -> tuple[str, list[str]]:
                 None)
     if init is None:
         return "    def __init__(self):\n        super().__init__()\n", consts
+    used = {n.id for n in ast.walk(init) if isinstance(n, ast.Name)}
+    imports = [ast.get_source_segment(task_source, n) for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))
+               and any((a.asname or a.name.split(".")[0]) in used - _HEADER_NAMES for a in n.names)]
+    consts = imports + consts    # what the copied __init__ reads at module level (``math.log(...)``)
     lines = task_source.splitlines()[init.lineno - 1 - len(init.decorator_list):init.end_lineno]
     indent = len(lines[0]) - len(lines[0].lstrip())
     text = "\n".join("    " + ln[indent:] if ln.strip() else "" for ln in lines)

@@ -57,9 +57,11 @@ class _Writer:
         if len(self.red) == 1:
             lines.append(f"{ind}i{self.red[0]} = r")
         else:
-            lines.append(f"{ind}rest = r")
+            # its own name: ``rest`` of the row index is int64 and a loop-carried Triton
+            # variable must keep one type (the interpreter does not check this)
+            lines.append(f"{ind}lane_rest = r")
             for d in reversed(self.red):
-                lines += [f"{ind}i{d} = rest % n{d}", f"{ind}rest = rest // n{d}"]
+                lines += [f"{ind}i{d} = lane_rest % n{d}", f"{ind}lane_rest = lane_rest // n{d}"]
         for k, nid in enumerate(self.loads):
             if self.load_frame[nid] == C.LANE:
                 lines.append(f"{ind}in{k}_lane = " + " + ".join(f"i{d} * in{k}_s{d}" for d in self.red))
