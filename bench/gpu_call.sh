@@ -18,9 +18,11 @@ for step in "$@"; do
     throughput) timeout "$secs" python3 bench/throughput_gpu.py --device cuda --out-dir "$work/throughput" \
                   --budget-s $((secs - 90)) 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
-    suite)      mkdir -p "$work/suite"; [ -f "bench/results/h200-$day.json" ] && cp "bench/results/h200-$day.json" "$work/suite/"
+    suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file
+                from=${SUITE_RESULTS:-bench/results/h200-$day.json}; name=$(basename "$from")
+                mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
-                  --results "$work/suite/h200-$day.json" --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
+                  --results "$work/suite/$name" --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
     *) echo "unknown step $name" ;;
   esac
 done
