@@ -144,6 +144,8 @@ class Tuner:
         self.run, self.torch, self.env = run, torch, env
         self.settings = load_settings(home=run.out / "home", seed_skills_dir=ROOT / "skills")
         self.graph = ReasoningGraph(self.settings)
+        self.seeded = {rec["rid"] for _, _, data in self.graph.g.edges(data=True)   # shipped before this run
+                       for rec in data.get("records", [])}
         self.store = TuningStore(self.settings.cache_dir)
         self.dev = "cpu" if run.cpu else "cuda"
         self.modules = {name: load_module(spec[0], name) for name, spec in SKILLS.items()}
@@ -323,13 +325,15 @@ def stage_tuning(run: Run, tuner: Tuner, linear_shape: tuple[int, int, int], fir
     run.summary["tuning"] = [{k: r.get(k) for k in ("skill", "shape", "winner", "winner_ms", "winner_tflops",
                                                       "from_cache", "reverified", "timed", "graph_records",
                                                       "wall_s", "skipped", "error")} for r in results]
-    run.summary["evidence_records"] = write_evidence(run.out / "evidence-configs.jsonl", tuner.graph)
+    run.summary["evidence_records"] = write_evidence(run.out / "evidence-configs.jsonl", tuner.graph, tuner.seeded)
 
 
-def write_evidence(path: Path, graph) -> int:
-    """The run's graph records (configurations, precision paths) in skills/evidence.jsonl's format."""
+def write_evidence(path: Path, graph, seeded: set[str] = frozenset()) -> int:
+    """The run's graph records (configurations, precision paths) in skills/evidence.jsonl's format;
+    records already in the graph before the run (``seeded``: the shipped evidence) are left out."""
     records = [rec for edge in graph.g.edges(data=True) for rec in edge[2].get("records", [])
-               if rec.get("config") or str(rec.get("log_id", "")).startswith("fp32-gemm-")]
+               if (rec.get("config") or str(rec.get("log_id", "")).startswith("fp32-gemm-"))
+               and rec["rid"] not in seeded]
     unique = {rec["rid"]: rec for rec in records}
     with open(path, "w") as fh:
         for rec in sorted(unique.values(), key=lambda r: (r["pattern"], r["log_id"], r.get("config", ""),

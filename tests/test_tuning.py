@@ -42,7 +42,8 @@ def _key(source="src", m=4096):
 
 
 def _graph(tmp_path):
-    return ReasoningGraph(load_settings(home=tmp_path / "home"))
+    """A graph of this test's evidence only (no shipped seed evidence or skills)."""
+    return ReasoningGraph(load_settings(home=tmp_path / "home"), seed_dir=tmp_path / "no-seed", with_skills=False)
 
 
 def test_key_follows_what_triton_keys_by():
