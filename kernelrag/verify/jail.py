@@ -92,12 +92,12 @@ def build_root(spec: dict) -> None:
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     new = spec["mountpoint"]
     mount("tmpfs", new, "tmpfs", MS_NOSUID | MS_NODEV, "size=16m,mode=0755")
+    tmpfs(new + "/tmp", spec["tmp_bytes"])         # first: a checkout or venv under /tmp is bound on top
     for path in sorted(set(spec["readonly"])):
         if os.path.islink(path) and os.path.dirname(path) == "/":
             os.symlink(os.readlink(path), new + path)           # /bin -> usr/bin on merged /usr
         elif os.path.exists(path):
             bind(os.path.realpath(path), new + path, readonly=True)
-    tmpfs(new + "/tmp", spec["tmp_bytes"])
     for path in spec.get("readable", []):                     # exchange folders, after /tmp is mounted
         bind(path, new + path, readonly=True)
     for path in spec["writable"]:
@@ -130,12 +130,27 @@ def pivot_root(new: str, old: str) -> None:
 def hide_siblings(base: str, own: str, tmp_bytes: int) -> None:
     """In a new mount namespace: only ``own`` of ``base``'s folders stays visible; a fresh /tmp."""
     fd = os.open(own, os.O_PATH | os.O_DIRECTORY)
+    kept = {path: os.open(path, os.O_PATH | os.O_DIRECTORY) for path in _code_under_tmp()
+            if not (path + "/").startswith(base.rstrip("/") + "/")}
     mount(None, "/", None, MS_REC | MS_PRIVATE)
     if not (base + "/").startswith("/tmp/"):
         tmpfs(base, 1 << 20, "0755")
     tmpfs("/tmp", tmp_bytes)                    # hides every other folder of ``base`` under /tmp
+    for path, path_fd in kept.items():          # the interpreter and the code, when they live under /tmp
+        bind(f"/proc/self/fd/{path_fd}", path, readonly=True)
+        os.close(path_fd)
+        if (base + "/").startswith(path.rstrip("/") + "/"):
+            tmpfs(base, 1 << 20, "0755")        # the bound folder holds ``base``: hide its siblings again
     bind(f"/proc/self/fd/{fd}", own, readonly=False)
     os.close(fd)
+
+
+def _code_under_tmp() -> list[str]:
+    """The outermost folders under /tmp that hold the interpreter, its packages or kernelrag."""
+    repo = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found = {os.path.realpath(p) for p in (sys.prefix, sys.exec_prefix, repo, *sys.path) if p and os.path.isdir(p)}
+    found = {p for p in found if p.startswith("/tmp/")}
+    return sorted(p for p in found if not any(p != q and p.startswith(q + "/") for q in found))
 
 
 def set_limits(limits: dict[str, int]) -> None:
