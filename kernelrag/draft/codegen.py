@@ -14,7 +14,6 @@ reused for another task with other constants fails verification, never silently.
 """
 from __future__ import annotations
 
-import inspect
 import math
 import operator
 from dataclasses import dataclass, field
@@ -344,12 +343,3 @@ def generate_elementwise(task: "Task | str", pattern: str = "") -> DraftResult:
     source = render(chain, title=pattern or " > ".join(chain.ops))
     return DraftResult(ok=True, source=source, method="codegen", transformations=list(TRANSFORMATIONS),
                        pattern=pattern, reason=f"generated a fused kernel for {' > '.join(chain.ops)}")
-
-
-def signature_params(cls) -> list[str]:
-    """Constructor parameter names of a class (without self), for compatibility checks."""
-    try:
-        sig = inspect.signature(cls.__init__)
-    except (TypeError, ValueError):
-        return []
-    return [p for p in sig.parameters if p != "self"]

@@ -14,7 +14,6 @@ import io
 import json
 import tomllib
 import zlib
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from kernelrag.knowledge.models import KINDS, Extracted, IngestFailure, SkipFile

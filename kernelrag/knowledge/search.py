@@ -11,9 +11,7 @@ the client and the BM25 index load once per process.
 """
 from __future__ import annotations
 
-import math
 
-from kernelrag.config import Settings
 from kernelrag.errors import ConfigError
 from kernelrag.knowledge.models import KINDS, MODES, SearchHit
 

@@ -23,7 +23,7 @@ from kernelrag.config import Settings
 from kernelrag.errors import StoreError
 from kernelrag.knowledge.bm25 import load_or_build
 from kernelrag.knowledge.ingest import ingest_paths
-from kernelrag.knowledge.models import INTERNAL_KEYS, IngestReport, SearchHit, SourceInfo
+from kernelrag.knowledge.models import IngestReport, SearchHit, SourceInfo
 from kernelrag.knowledge.search import run_search
 
 _REVISION_KEY = "kernelrag_revision"

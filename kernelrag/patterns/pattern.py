@@ -25,7 +25,6 @@ from __future__ import annotations
 import dataclasses
 import re
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 from kernelrag.errors import TaskError

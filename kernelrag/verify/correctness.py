@@ -205,10 +205,6 @@ def nbytes_of(values: list[Any]) -> int:
     return sum(v.numel() * v.element_size() for v in values if isinstance(v, torch.Tensor))
 
 
-def numel_of(values: list[Any]) -> int:
-    return sum(v.numel() for v in values if isinstance(v, torch.Tensor))
-
-
 def load_reference_state(model: torch.nn.Module, state: dict[str, Any]) -> tuple[list[str], str | None]:
     """Copy the reference's (randomised) parameters and buffers into ``model``.
 

@@ -21,18 +21,18 @@ from __future__ import annotations
 
 import importlib
 import inspect
-import json
-import sys
-import threading
-import time
+import json  # noqa: F401  (watched by dotted path in WATCHED; resolved through sys.modules)
 import os
+import sys
 import sysconfig
+import threading
+import time  # noqa: F401  (watched)
 import types
 from typing import Any
 
 import torch
 
-from kernelrag.verify import correctness, tolerances
+from kernelrag.verify import correctness, tolerances  # noqa: F401  (watched)
 from kernelrag.verify.precision import DOT_PRECISIONS
 from kernelrag.verify.verdict import Finding
 

@@ -11,10 +11,3 @@ from kernelrag.draft.lower.templates import conv_pool, elementwise, gemm, rowwis
 def templates() -> list[Template]:
     """Every registered template, lowest priority number first."""
     return registered()
-
-
-def template_named(name: str) -> Template:
-    for t in templates():
-        if t.name == name:
-            return t
-    raise KeyError(f"no template {name!r}; registered: {', '.join(t.name for t in templates())}")

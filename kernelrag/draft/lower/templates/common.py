@@ -74,7 +74,3 @@ def domain_lines(params: list[str], rank: int, indent: str = "    ") -> list[str
     return [f"{indent}domain = torch.broadcast_shapes({shapes})",
             f"{indent}if len(domain) != {rank}:",
             f"{indent}    raise ValueError(f\"operands broadcast to {{tuple(domain)}}, expected rank {rank}\")"]
-
-
-def f32_const(value) -> str:
-    return literal(value)
