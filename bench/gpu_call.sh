@@ -4,7 +4,9 @@
 #   bash bench/gpu_call.sh OUTDIR STEP:SECONDS [STEP:SECONDS ...]
 # Steps: throughput (bench/throughput_gpu.py: phases, cached candidates, hack fixtures in one
 # session), gemm (bench/fp32_gemm.py: fp32 paths, config search, tf32x3 skills), suite (the
-# benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present).
+# benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present),
+# isolation (bench/isolation_overhead.py: the sandbox's cost per verification), verifygpu
+# (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier).
 set -u
 out=$1; shift
 work=/tmp/kr-gpu; mkdir -p "$work"
@@ -23,6 +25,10 @@ for step in "$@"; do
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
                   --results "$work/suite/$name" --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
+    isolation)  timeout "$secs" python3 bench/isolation_overhead.py --device cuda --trials 2 \
+                  --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
+    verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
+                  --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
     *) echo "unknown step $name" ;;
   esac
 done

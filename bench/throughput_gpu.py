@@ -7,11 +7,12 @@ Run on the GPU machine from the repository root (at most about 8 minutes):
 and on a CPU (correctness only, Triton interpreter) the same way with ``--device cpu``.
 
 Candidates: every seed skill's ``kernel.py`` and ``alternatives/*.py`` against the
-skill's own ``reference.py``, one task at a time, plus the kernel once more at the end
-of its task (a fresh process again; the task's references and torch.compile baseline
-are then cached), all in one ``VerifySession``. Skills with CUDA C++ (``*_cuda``) come
-last. No new task is started after ``--budget-s``; the results file is rewritten after
-every task, so a run cut short still leaves its numbers.
+skill's own ``reference.py``, plus each kernel once more after the next skill's
+candidates (a fresh process again; its task's references and torch.compile baseline are
+then cached), all in one ``VerifySession``, fed to it in chunks of three per worker with
+the next chunk's baselines compiling ahead (``VerifySession.prefetch``). Skills with CUDA
+C++ (``*_cuda``) come last. No new chunk is started after ``--budget-s``; the results
+file is rewritten after every chunk, so a run cut short still leaves its numbers.
 
 ``--suite`` measures the suite bench/tasks/ instead of the seed skills: each task through
 the generate loop as ``kernelrag bench`` runs it (up to ``--rounds`` drafts), in one
@@ -67,6 +68,18 @@ def skill_groups(skills_dir: Path, only: list[str]) -> list[dict]:
         groups.append({"skill": folder.name, "reference": reference, "candidates": cands,
                        "tolerance": tolerance, "cuda_cpp": "load_inline" in kernel.read_text()})
     return sorted(groups, key=lambda g: (g["cuda_cpp"], g["skill"]))
+
+
+def pipeline(groups: list[dict], repeat: bool) -> list[dict]:
+    """Every candidate of every group in order; each group's kernel once more after the
+    next group's candidates (its task's references and baseline then cached)."""
+    items, again = [], None
+    for group in groups:
+        items += [{"group": group, "variant": variant, "path": path} for variant, path in group["candidates"]]
+        if again is not None:
+            items.append(again)
+        again = {"group": group, "variant": "kernel again", "path": group["candidates"][0][1]} if repeat else None
+    return items + ([again] if again is not None else [])
 
 
 def _tolerance(path: Path) -> dict | None:
@@ -253,33 +266,35 @@ def main(argv: list[str] | None = None) -> int:
             print(report["suite"]["error"], flush=True)
         groups = []
     rows: list[dict] = []
+    items = pipeline(groups, repeat=not args.no_repeat)
     batch_start = time.monotonic()
     with VerifySession(device=args.device, measure_time=timed, workers=args.workers,
                        timeout_s=args.timeout_s, compile_baseline=args.compile_baseline) as session:
-        for gi, group in enumerate(groups):
+        chunk = 3 * session.workers          # enough in flight to keep every worker busy
+        for at in range(0, len(items), chunk):
             if time.monotonic() - start > args.budget_s:
-                report["skipped"] = [g["skill"] for g in groups[gi:]]
-                print(f"budget of {args.budget_s:.0f} s spent; {len(groups) - gi} skill(s) left", flush=True)
+                report["skipped"] = sorted({it["group"]["skill"] for it in items[at:]})
+                print(f"budget of {args.budget_s:.0f} s spent; {len(items) - at} candidate(s) left", flush=True)
                 break
-            cands = list(group["candidates"])
-            batches = [cands] + ([] if args.no_repeat else [[("kernel again", group["candidates"][0][1])]])
-            results = []
+            batch, ahead = items[at:at + chunk], items[at + chunk:at + 2 * chunk]
+            for it in ahead:                  # the next tasks' baselines compile while these run
+                session.prefetch(it["group"]["reference"].read_text(), tolerance=it["group"]["tolerance"])
+            pairs = [(it["group"]["reference"], it["path"]) for it in batch]
             try:
-                for batch in batches:         # the repeat starts after the task's first candidates
-                    pairs = [(group["reference"], path) for _, path in batch]
-                    results += session.verify_pairs(pairs, errors="return",
-                                                    overrides=[{"tolerance": group["tolerance"]}] * len(pairs))
+                results = session.verify_pairs(pairs, errors="return",
+                                               overrides=[{"tolerance": it["group"]["tolerance"]} for it in batch])
             except Exception:   # noqa: BLE001 - a failure of the verifier itself: record it, go on
-                report.setdefault("errors", []).append({"skill": group["skill"],
-                                                        "error": traceback.format_exc()[-3000:]})
+                report.setdefault("errors", []).append({"error": traceback.format_exc()[-3000:]})
                 print(report["errors"][-1]["error"], flush=True)
-            for (variant, _), v in zip([c for b in batches for c in b], results):
+                continue
+            for it, v in zip(batch, results):
+                skill = it["group"]["skill"]
                 if isinstance(v, Exception):
-                    report.setdefault("errors", []).append({"skill": group["skill"], "variant": variant,
+                    report.setdefault("errors", []).append({"skill": skill, "variant": it["variant"],
                                                             "error": str(v)[:300]})
                     continue
-                rows.append(row(group["skill"], variant, v, first="reference" not in row_reused(v)))
-                print(f"[{gi + 1}/{len(groups)}] {group['skill']} {variant}: {v.status} {v.wall_s:.1f} s; "
+                rows.append(row(skill, it["variant"], v, first="reference" not in row_reused(v)))
+                print(f"[{len(rows)}/{len(items)}] {skill} {it['variant']}: {v.status} {v.wall_s:.1f} s; "
                       f"{v.phases.line()}", flush=True)
             report["session"] = {"rows": rows, **summarize(rows, time.monotonic() - batch_start)}
             save()

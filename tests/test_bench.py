@@ -74,6 +74,25 @@ def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
     assert json.loads(out.read_text())["tasks"]["relu"]["wall_s"] == relu["wall_s"]
 
 
+def test_runner_runs_tasks_side_by_side_and_records_each(tmp_path):
+    tasks = tmp_path / "tasks"
+    tasks.mkdir()
+    for name in ("relu", "sigmoid", "sum_dim"):
+        shutil.copy(ROOT / f"bench/tasks/{name}.py", tasks / f"{name}.py")
+    out = tmp_path / "results.json"
+    from kernelrag.bench.runner import main
+
+    assert main([str(tasks), "--device", "cpu", "--results", str(out), "--rounds", "1", "--parallel", "2"]) == 0
+    results = json.loads(out.read_text())
+    assert sorted(results["tasks"]) == ["relu", "sigmoid", "sum_dim"]
+    for name, entry in results["tasks"].items():
+        assert entry["correct"] is True, (name, entry["reason"])
+        assert entry["task"] == name and "log_id" not in entry
+    with pytest.raises(SystemExit):
+        main([str(tasks), "--device", "cpu", "--results", str(out), "--parallel", "zero"])
+    assert main([str(tasks), "--device", "cpu", "--results", str(out), "--parallel", "0"]) == 2
+
+
 @pytest.mark.slow
 def test_runner_goes_through_the_generate_loop_and_writes_back_graph_evidence_only(tmp_path, kernelrag_home):
     from kernelrag.bench.runner import main

@@ -17,7 +17,8 @@ from kernelrag.verify import Phases, Verdict, VerifySession, verify
 from kernelrag.verify.cli import main as cli_main
 from kernelrag.verify.outcome import _cached_compile
 from kernelrag.verify.sandbox import Job
-from kernelrag.verify.session import GpuGate, baseline_key
+from kernelrag.verify.baselines import Baselines, baseline_key
+from kernelrag.verify.session import GpuGate
 from kernelrag.verify.verdict import Timing
 
 FIXTURES = Path(__file__).parent / "fixtures" / "verify"
@@ -94,10 +95,7 @@ def test_batch_cli_prints_one_verdict_each_and_fails_if_any_fails(capsys):
 
 def test_the_gate_keeps_untimed_work_off_the_gpu_while_one_candidate_times():
     gate = GpuGate()
-    job = Job(candidate_source="", device="cuda", seed=1, trials=1, timeout_s=5, measure_time=True,
-              primary=[], second=[], original=None, budget_primary=0, budget_second=0)
     gate.exclusive()
-    assert gate.baseline(job, {}, None) == (None, True)     # compile interleaved: no baseline asked
     entered = threading.Event()
 
     def untimed():
@@ -113,29 +111,42 @@ def test_the_gate_keeps_untimed_work_off_the_gpu_while_one_candidate_times():
     worker.join(10)
 
 
-def test_the_gate_measures_a_tasks_baseline_once():
-    class FakeReference:
-        def __init__(self):
-            self.sent = []
+class FakeReference:
+    """Answers the baseline commands as a reference process would, and records them."""
 
-        def send(self, data):
-            self.sent.append(data)
+    def __init__(self, log):
+        self.log = log
 
-        def recv(self, deadline):
-            return {"ok": True, "compile": {"median_ms": 2.0, "iqr_ms": 0.1, "trials": 100},
-                    "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}}
+    def send(self, data):
+        self.log.append(data["cmd"])
 
-    gate, ref = GpuGate(), FakeReference()
-    job = Job(candidate_source="", device="cuda", seed=1, trials=1, timeout_s=5, measure_time=True,
-              primary=[], second=[], original={"source": "task"}, budget_primary=0, budget_second=0,
-              compile="gate")
-    ready = {"torch_version": "t", "triton_version": "x", "tolerances": [{"rel_norm": 1e-5}]}
-    first, ok = gate.baseline(job, ready, ref)
-    again, _ = gate.baseline(job, ready, ref)
-    assert ok and len(ref.sent) == 1 and ref.sent[0]["cmd"] == "baseline"
-    assert "measured_s" in first and "measured_s" not in again
-    other = Job(**{**job.__dict__, "original": {"source": "another task"}})
-    assert baseline_key(other, ready) != baseline_key(job, ready)
+    def recv(self, deadline):
+        if self.log[-1] == "baseline_compile":
+            return {"ok": True, "compiled": True, "seconds": {"compile": 0.1}}
+        return {"ok": True, "compile": {"median_ms": 2.0, "iqr_ms": 0.1, "trials": 100},
+                "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}}
+
+    def describe(self):
+        return "fake"
+
+
+def test_a_tasks_baseline_is_compiled_sharing_the_gpu_and_timed_alone_once():
+    log, returned = [], []
+    gate = GpuGate()
+    baselines = Baselines(gate, lambda: FakeReference(log), lambda ref, ok: returned.append(ok))
+    gate.exclusive()                       # a candidate is timing: the baseline must wait to compile
+    key = baselines.start("task", seed=1)
+    assert baselines.start("task", seed=1) == key          # started once
+    assert not baselines.wait(key, 0.3).get("compile") and log == []
+    gate.release("exclusive")
+    first = baselines.wait(key, 10)
+    again = baselines.wait(key, 10)
+    assert log == ["baseline_compile", "baseline_time"] and returned == [True]
+    assert first["compile"]["median_ms"] == 2.0 and first["seconds"]["compile"] == 0.1
+    assert again["waited_s"] < 0.1
+    assert baseline_key("another task") != key
+    assert "never started" not in str(baselines.wait(baseline_key("nothing"), 0.1))
+    assert baselines.wait(baseline_key("nothing"), 0.1)["compile"] is None
 
 
 def test_a_cached_compile_figure_is_scaled_by_eagers_drift():

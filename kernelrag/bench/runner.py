@@ -23,17 +23,21 @@ triton and networkx, so it runs on a GPU machine that has nothing else.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime as _dt
 import json
 import os
 import platform
 import sys
+import threading
 import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 from kernelrag.bench.report import finish_entry, summarize
 from kernelrag.config import Settings, load_settings
+from kernelrag.errors import ConfigError
 from kernelrag.draft.llm import LLMClient
 from kernelrag.generate import Loop, Parts, resolve_device
 from kernelrag.memory.graph import ReasoningGraph
@@ -44,7 +48,7 @@ from kernelrag.retrieve import Retriever
 from kernelrag.task import Task
 from kernelrag.types import GenerateResult, Round
 from kernelrag.verify.ceilings import get_ceilings
-from kernelrag.verify.session import VerifySession
+from kernelrag.verify.session import VerifySession, gpu_workers
 
 # a run stopped by its budget is a job that did not finish: 1, like any failed job (re-run to resume)
 EXIT_COMPLETE, EXIT_FAILED, EXIT_USAGE, EXIT_INCOMPLETE = 0, 1, 2, 1
@@ -66,8 +70,6 @@ def load_results(path: Path) -> dict[str, Any]:
         try:
             return json.loads(path.read_text())
         except ValueError as exc:
-            from kernelrag.errors import ConfigError
-
             raise ConfigError(f"{path} is not valid JSON ({exc}); move it away to start a fresh run") from None
     return {"tasks": {}, "created": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds")}
 
@@ -98,8 +100,6 @@ def task_files(paths: list[Path]) -> list[Path]:
         elif p.is_file():
             out.append(p)
         else:
-            from kernelrag.errors import ConfigError
-
             raise ConfigError(f"no such task file or directory: {p}; give task files or folders")
     return out
 
@@ -177,45 +177,100 @@ def record_negative_evidence(entry: dict[str, Any], gpu: str, evidence_path: Pat
         append_evidence(evidence_path, [record])
 
 
-def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, Any], results_path: Path,
-               parts: Parts, device: str) -> int:
-    """Each task not yet in ``results`` through the loop, the results file rewritten after each."""
-    start, slowest_s = time.perf_counter(), 0.0
-    todo = [t for t in tasks if t.stem not in results["tasks"]]
-    print(f"{len(tasks)} tasks, {len(tasks) - len(todo)} already done, results -> {results_path}", flush=True)
-    for i, path in enumerate(todo, 1):
-        elapsed = time.perf_counter() - start
-        if args.budget_s and elapsed + max(slowest_s, 20.0) > args.budget_s:
-            print(f"budget of {args.budget_s:.0f} s reached after {elapsed:.0f} s; "
-                  f"{len(todo) - i + 1} tasks left: run again to resume", flush=True)
-            return EXIT_INCOMPLETE
-        t0 = time.perf_counter()
-        log_id = f"bench-{today()}-{path.stem}"
+class _TakeTurns:
+    """The session as task threads see it: each holds ``lock`` while it drafts, traces and
+    writes back (torch.fx and torch.export patch globals, so those never run at once) and
+    lets go only while its candidate is verified, which is where the time goes."""
+
+    def __init__(self, session: VerifySession, lock: threading.Lock):
+        self.session, self.lock = session, lock
+
+    def verify_source(self, *args: Any, **kwargs: Any):
+        self.lock.release()
+        try:
+            return self.session.verify_source(*args, **kwargs)
+        finally:
+            self.lock.acquire()
+
+
+def _solve_one(path: Path, args: argparse.Namespace, parts: Parts, device: str, lock: threading.Lock) -> dict:
+    t0 = time.perf_counter()
+    log_id = f"bench-{today()}-{path.stem}"
+    with lock:
         try:
             entry = solve(Task.of(path), parts, device=device, rounds=args.rounds, use_memory=args.memory,
                           log_id=log_id)
         except Exception as exc:      # a task file kernelrag cannot even load: listed, not dropped
             entry = {"status": "unhandled", "reason": f"{type(exc).__name__}: {exc}"[:400], "attempts": []}
-        entry.update(task=path.stem, path=str(path), wall_s=round(time.perf_counter() - t0, 2))
-        finish_entry(entry)
-        v = entry.get("verdict") or {}
-        if v.get("gpu"):
-            results["machine"].setdefault("driver", v.get("driver"))
-        record_negative_evidence(entry, results["machine"].get("gpu", device), args.evidence, log_id)
-        results["tasks"][path.stem] = entry
-        results["summary"] = summarize(results)
-        _atomic_write_json(results_path, results)
-        slowest_s = max(slowest_s, entry["wall_s"])
-        se = entry.get("speedup_vs_eager")
-        sc = entry.get("speedup_vs_compile")
-        speed = f"eager x{se:.2f} compile x{sc:.2f}" if se and sc else ""
-        print(f"[{i}/{len(todo)}] {path.stem:28s} {entry['status']:14s} {speed:28s} {entry['wall_s']:6.1f}s",
-              flush=True)
-    return EXIT_COMPLETE
+    entry.update(task=path.stem, path=str(path), wall_s=round(time.perf_counter() - t0, 2), log_id=log_id)
+    return entry
+
+
+def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, Any], results_path: Path,
+               parts: Parts, device: str, session: VerifySession | None = None) -> int:
+    """Each task not yet in ``results`` through the loop, ``args.parallel`` at a time; the
+    results file is rewritten after each. Tasks are started while the budget allows one
+    more of the slowest so far; the baseline of the next task is compiled ahead."""
+    start, slowest_s = time.perf_counter(), 0.0
+    todo = [t for t in tasks if t.stem not in results["tasks"]]
+    print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time, results -> {results_path}",
+          flush=True)
+    lock = threading.Lock()
+    task_parts = parts
+    if session is not None:
+        task_parts = dataclasses.replace(parts, verifier=_TakeTurns(session, lock))
+    pending: dict[Future, Path] = {}
+    queue, done, stopped = list(todo), 0, False
+    with ThreadPoolExecutor(max_workers=max(1, args.parallel), thread_name_prefix="kernelrag-bench") as pool:
+        while queue or pending:
+            while queue and len(pending) < max(1, args.parallel) and not stopped:
+                elapsed = time.perf_counter() - start
+                if args.budget_s and elapsed + max(slowest_s, 20.0) > args.budget_s:
+                    print(f"budget of {args.budget_s:.0f} s reached after {elapsed:.0f} s; {len(queue)} tasks "
+                          "left: run again to resume", flush=True)
+                    stopped = True
+                    break
+                path = queue.pop(0)
+                if session is not None and queue:
+                    session.prefetch(queue[0].read_text())
+                pending[pool.submit(_solve_one, path, args, task_parts, device, lock)] = path
+            if not pending:
+                break
+            finished, _ = wait(pending, return_when=FIRST_COMPLETED)
+            for future in finished:
+                pending.pop(future)
+                entry = future.result()
+                done += 1
+                slowest_s = max(slowest_s, entry["wall_s"])
+                _record(entry, results, results_path, args)
+                _print_entry(entry, done, len(todo))
+    return EXIT_INCOMPLETE if stopped else EXIT_COMPLETE
+
+
+def _record(entry: dict[str, Any], results: dict[str, Any], results_path: Path, args: argparse.Namespace) -> None:
+    finish_entry(entry)
+    v = entry.get("verdict") or {}
+    if v.get("gpu"):
+        results["machine"].setdefault("driver", v.get("driver"))
+    record_negative_evidence(entry, results["machine"].get("gpu", results["machine"].get("device")),
+                             args.evidence, entry.pop("log_id"))
+    results["tasks"][entry["task"]] = entry
+    results["summary"] = summarize(results)
+    _atomic_write_json(results_path, results)
+
+
+def _print_entry(entry: dict[str, Any], i: int, n: int) -> None:
+    se, sc = entry.get("speedup_vs_eager"), entry.get("speedup_vs_compile")
+    speed = f"eager x{se:.2f} compile x{sc:.2f}" if se and sc else ""
+    print(f"[{i}/{n}] {entry['task']:28s} {entry['status']:14s} {speed:28s} {entry['wall_s']:6.1f}s", flush=True)
 
 
 def run(args: argparse.Namespace) -> int:
     device = resolve_device(args.device)
+    if args.parallel is None:
+        args.parallel = gpu_workers() if device == "cuda" else 1
+    if args.parallel < 1:
+        raise ConfigError(f"--parallel {args.parallel} must be at least 1")
     settings = load_settings(device=device, verify_timeout_s=args.timeout_s)
     tasks = task_files([Path(p) for p in args.tasks])
     if args.only:
@@ -228,9 +283,10 @@ def run(args: argparse.Namespace) -> int:
     parts = bench_parts(settings)
     if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
         results["machine"]["ceilings"] = get_ceilings(settings.cache_dir)
-    with VerifySession(device=device, timeout_s=settings.verify_timeout_s, cache_dir=settings.cache_dir) as session:
-        parts.verifier = session     # warm processes and each task's compile baseline, kept across tasks
-        if _run_tasks(args, tasks, results, results_path, parts, device) == EXIT_INCOMPLETE:
+    with VerifySession(device=device, timeout_s=settings.verify_timeout_s, cache_dir=settings.cache_dir,
+                       workers=args.parallel if device == "cuda" else None) as session:
+        # warm processes and each task's compile baseline, kept across tasks
+        if _run_tasks(args, tasks, results, results_path, parts, device, session) == EXIT_INCOMPLETE:
             return EXIT_INCOMPLETE
     results["summary"] = summarize(results)
     _atomic_write_json(results_path, results)
@@ -250,6 +306,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
                    help="answer from a verified skill of the task's pattern first, as `kernelrag generate` does")
     p.add_argument("--timeout-s", type=float, default=240.0, help="verifier timeout per candidate")
     p.add_argument("--budget-s", type=float, default=0.0, help="stop before this many seconds; re-run to resume")
+    p.add_argument("--parallel", type=int, default=None,
+                   help="tasks in flight at once (default: the GPU session's workers; 1 on a CPU)")
     p.add_argument("--evidence", type=Path, default=None,
                    help="append negative evidence (kernels slower than torch.compile) to this JSONL")
     return p

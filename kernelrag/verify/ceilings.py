@@ -15,12 +15,15 @@ Standard library plus torch: this module runs on the GPU machine.
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import re
 import statistics
 import subprocess
+import sys
 import tempfile
+import threading
 import warnings
 from pathlib import Path
 from typing import Any
@@ -65,12 +68,72 @@ def driver_version() -> str:
     return "unknown"
 
 
-def gpu_identity(device: Any = None) -> tuple[str, str]:
-    """(GPU name, driver version) of ``device`` (default: the current CUDA device)."""
+def gpu_identity(device: Any = None, known: tuple[str, str] | list | None = None) -> tuple[str, str]:
+    """(GPU name, driver version) of ``device`` (default: the current CUDA device).
+    ``known``: what the parent found (``ensure_cached``); used when the name matches, so
+    the driver is not asked again (no ``nvidia-smi`` in a candidate process)."""
     import torch
 
     _require_cuda(torch)
-    return torch.cuda.get_device_name(cuda_device(device)), driver_version()
+    name = torch.cuda.get_device_name(cuda_device(device))
+    if known and len(known) == 2 and known[0] == name and isinstance(known[1], str):
+        return name, known[1]
+    return name, driver_version()
+
+
+@functools.lru_cache(maxsize=None)
+def host_gpu() -> tuple[str, str] | None:
+    """(name, driver) of GPU 0 from ``nvidia-smi``, once per process; None without one."""
+    try:
+        done = subprocess.run(["nvidia-smi", "--query-gpu=name,driver_version", "--format=csv,noheader"],
+                              capture_output=True, text=True, timeout=30, check=False)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = [r.split(",") for r in done.stdout.strip().splitlines()]
+    if done.returncode != 0 or not rows or len(rows[0]) != 2:
+        return None
+    return rows[0][0].strip(), rows[0][1].strip()
+
+
+_ENSURED: dict[str, tuple[str, str] | None] = {}
+_ENSURE_LOCK = threading.Lock()
+
+
+def ensure_cached(cache_dir: str | Path | None) -> tuple[str, str] | None:
+    """Make sure this machine's ceilings are cached under ``cache_dir``; the (GPU, driver)
+    they belong to, or None when they could not be (the candidate then measures them itself).
+
+    Called by the verifier's parent process before a candidate is timed. When the cache
+    is missing or stale, the ceilings are measured in a new process that runs this module
+    and nothing else (no task, no candidate code), once per parent process and folder.
+    """
+    if cache_dir is None:
+        return None
+    folder = str(cache_dir)
+    with _ENSURE_LOCK:
+        if folder in _ENSURED:
+            return _ENSURED[folder]
+        ident = host_gpu()
+        cached = read_cache(cache_path(Path(folder), ident[0]), *ident) if ident else None
+        _ENSURED[folder] = (cached["gpu"], cached["driver"]) if cached else _measure_in_child(folder)
+        return _ENSURED[folder]
+
+
+def _measure_in_child(folder: str) -> tuple[str, str] | None:
+    from kernelrag.verify.isolation import base_env
+
+    with tempfile.TemporaryDirectory(prefix="kernelrag-ceilings-") as home:
+        try:
+            done = subprocess.run([sys.executable, "-P", "-m", "kernelrag.verify.ceilings", folder],
+                                  env=base_env("cuda", home), cwd=home, capture_output=True, text=True,
+                                  timeout=600, check=False)
+        except (OSError, subprocess.SubprocessError):
+            return None
+    try:
+        ident = json.loads(done.stdout.strip().splitlines()[-1])
+    except (ValueError, IndexError):
+        return None
+    return (ident["gpu"], ident["driver"]) if done.returncode == 0 and isinstance(ident, dict) else None
 
 
 def cache_path(cache_dir: Path, gpu: str) -> Path:
@@ -115,15 +178,16 @@ def write_cache(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device: Any = None) -> dict[str, Any]:
+def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device: Any = None,
+                 known: tuple[str, str] | list | None = None) -> dict[str, Any]:
     """Measured ceilings of the current GPU: ``{gpu, driver, copy_gbps, bf16_tflops,
     fp32_tflops, measured_at, method, ...}``.
 
     Measured once per GPU name and driver and cached under ``cache_dir``; with
     ``cache_dir=None`` the result is kept for the life of the process only.
-    ``refresh=True`` measures again and overwrites the cache.
+    ``refresh=True`` measures again and overwrites the cache. ``known``: see ``gpu_identity``.
     """
-    gpu, driver = gpu_identity(device)
+    gpu, driver = gpu_identity(device, known)
     path = cache_path(Path(cache_dir), gpu) if cache_dir is not None else None
     if not refresh:
         if path is not None:
@@ -279,3 +343,22 @@ def _true_fp32(torch: Any):
             torch.set_float32_matmul_precision(old_precision)
 
     return restore
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kernelrag.verify.ceilings CACHE_DIR``: measure (or read) and cache; prints
+    the GPU and driver as one JSON line."""
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m kernelrag.verify.ceilings CACHE_DIR", file=sys.stderr)
+        return 2
+    data = get_ceilings(argv[0])
+    if data.get("cache_error"):
+        print(data["cache_error"], file=sys.stderr)
+        return 1
+    print(json.dumps({"gpu": data["gpu"], "driver": data["driver"]}))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -82,7 +82,9 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         proof = launch_proof(model, make_inputs(), source=Path(run.job["candidate_path"]).read_text())
         spent["launch_proof"] = time.monotonic() - t0
         cache_dir = Path(run.job["cache_dir"]) if run.job.get("cache_dir") else None
-        ceilings = get_ceilings(cache_dir)
+        t0 = time.monotonic()
+        ceilings = get_ceilings(cache_dir, known=getattr(run, "gpu_identity", None))
+        spent["ceilings"] = time.monotonic() - t0
         counts = plan.get("counts") or {}
         kernel = (timing or {}).get("kernel") or {}
         roof = None

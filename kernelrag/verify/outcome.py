@@ -236,7 +236,7 @@ def _cached_compile(v: Verdict, baseline: dict) -> None:
     drift = v.eager_ms.median_ms / eager_then.median_ms
     v.compile_ms = Timing(median_ms=compile_ms.median_ms * drift, iqr_ms=compile_ms.iqr_ms * drift,
                           trials=compile_ms.trials)
-    v.compile_source = (f"cached: measured once for this task in the reference process ({compile_ms.trials} calls "
+    v.compile_source = (f"cached: measured once for this task in a reference process ({compile_ms.trials} calls "
                         f"interleaved with eager, {compile_ms.median_ms:.4g} ms vs eager {eager_then.median_ms:.4g} ms), "
                         f"scaled by eager's drift since (x{drift:.3f})")
     if abs(drift - 1.0) > 0.1:
@@ -273,10 +273,12 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
     ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))
     ph.add("gpu_wait", parent.get("gpu_wait"))
     base = s.baseline or {}
-    if base.get("measured_s") is not None:
-        ph.add("baseline", base["measured_s"])
-    elif base:
-        ph.reused.append("compile-baseline")
+    if base:
+        waited = base.get("waited_s") or 0.0
+        ph.add("baseline", waited)
+        if waited < 0.05:
+            ph.reused.append("compile-baseline")
+    ph.add("ceilings", parent.get("ceilings"))
     for name, seconds in (result.get("durations") or {}).items():
         ph.add(name, seconds)
     return ph

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import secrets
 import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -16,6 +15,7 @@ from typing import Any, Callable
 from kernelrag.errors import KernelRAGError, TaskError
 from kernelrag.verify import isolation
 from kernelrag.verify import task as T
+from kernelrag.verify.ceilings import host_gpu
 from kernelrag.verify.outcome import assemble
 from kernelrag.verify.precision import describe as describe_precision, source_precisions
 from kernelrag.verify.sandbox import Job, Session, run_session
@@ -207,6 +207,11 @@ def _resolve_device(device: str) -> str:
     return "cuda" if visible else "cpu"
 
 
+def declared_tolerance(task_src: str) -> dict | str | None:
+    """The task's own ``TOLERANCE``, if it declares one (TaskError when malformed)."""
+    return _task_tolerance(T.check_task_source(task_src))
+
+
 def _task_tolerance(tree: ast.Module) -> dict | str | None:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "TOLERANCE"
@@ -233,11 +238,5 @@ def _cache_dir(given: str | Path | None, device: str) -> str | None:
 
 
 def _driver_version() -> str | None:
-    if shutil.which("nvidia-smi") is None:
-        return None
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=15)
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    return out.stdout.strip().splitlines()[0] if out.returncode == 0 and out.stdout.strip() else None
+    ident = host_gpu()            # nvidia-smi once per process
+    return ident[1] if ident else None

@@ -13,7 +13,7 @@ The process keeps the prepared references of its last few jobs, keyed by the who
 (task source and sizes, seed, trials, budgets, tolerance, device; torch and triton are
 those of the process): a session that verifies many candidates of one task with fixed
 trial seeds builds the references once. They stay in this process's memory only. On a
-GPU it also measures the torch.compile baseline of a task on request (``baseline``):
+GPU it also measures the torch.compile baseline of a task on request (``Baseline``):
 this process never runs candidate code, so no candidate can touch that figure.
 """
 from __future__ import annotations
@@ -312,61 +312,88 @@ class Prepared:
         return ref, message
 
 
-def baseline(cmd: dict[str, Any]) -> dict[str, Any]:
-    """Time torch.compile of the task's Model against eager, interleaved, at the task's sizes.
+class Baseline:
+    """The torch.compile baseline of one task, in two steps the parent schedules apart:
+    ``compile`` (torch.compile and its first call at the task's sizes: untimed GPU work,
+    while candidates run their trials) and ``time`` (100 calls interleaved with eager, with
+    the GPU to itself). The compiled model lives here between the two, never elsewhere.
 
     The timing code is the candidates' own (``timing.time_against_baselines``, the compiled
     model in the candidate's seat); its integrity findings are kept as warnings only, since
     no candidate code runs here.
     """
-    import importlib
 
-    importlib.import_module("torch._dynamo")    # it rewraps torch.manual_seed: before timing's snapshot
-    from kernelrag.verify import guard
-    from kernelrag.verify.timing import time_against_baselines
+    def __init__(self):
+        self.held: dict[str, Any] | None = None
 
-    guard.take_snapshot()
+    def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        import importlib
 
-    seed, seconds = int(cmd["seed"]), {}
-    try:
-        torch.set_grad_enabled(False)
-        mod = C.load_task(cmd["source"], "baseline")
-        model = C.build_model(mod, seed, "cuda")
-        counter = itertools.count(1)
+        importlib.import_module("torch._dynamo")    # it rewraps torch.manual_seed: before timing's snapshot
+        from kernelrag.verify import guard
 
-        def make_inputs() -> list:
-            return C.make_inputs(mod, seed + next(counter), "task", "cuda")
-
-        t0 = time.monotonic()
+        guard.take_snapshot()
+        self.drop()
+        seed, t0 = int(cmd["seed"]), time.monotonic()
         try:
+            torch.set_grad_enabled(False)
+            mod = C.load_task(cmd["source"], "baseline")
+            model = C.build_model(mod, seed, "cuda")
+            counter = itertools.count(1)
+
+            def make_inputs() -> list:
+                return C.make_inputs(mod, seed + next(counter), "task", "cuda")
+
             compiled = torch.compile(model)
-            compiled(*make_inputs())
+            out = compiled(*make_inputs())
             torch.cuda.synchronize()
         except Exception as exc:   # noqa: BLE001 - said in the verdict of every candidate
+            self.drop()
             return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300],
                     "seconds": {"compile": time.monotonic() - t0}}
-        seconds["compile"] = time.monotonic() - t0
-        timing = time_against_baselines(compiled, model, None, make_inputs, iters=int(cmd.get("iters", 100)),
-                                        rel_norm_tol=cmd.get("rel_norm_tol"))
-        seconds.update(timing.get("phases") or {})
-        return {"ok": True, "compile": timing["kernel"], "eager": timing["eager"], "seconds": seconds,
-                "warnings": timing.get("warnings", [])}
-    except Exception as exc:   # noqa: BLE001 - the baseline failed: the candidates are timed without it
-        return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300], "seconds": seconds}
-    finally:
-        torch.set_grad_enabled(True)
-        torch._dynamo.reset()            # drop the compiled graph (and the model it holds)
-        torch.cuda.empty_cache()
+        finally:
+            torch.set_grad_enabled(True)
+        outs, _ = C.flatten_outputs(out)
+        floats = [o.dtype for o in outs if o.is_floating_point()] or [torch.float32]
+        rel_norm = 2 * max(tolerance_for(d, cmd.get("tolerance")).rel_norm for d in floats)
+        self.held = {"compiled": compiled, "model": model, "make_inputs": make_inputs, "rel_norm_tol": rel_norm}
+        return {"ok": True, "compiled": True, "seconds": {"compile": time.monotonic() - t0}}
+
+    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
+        from kernelrag.verify.timing import time_against_baselines
+
+        held, seconds = self.held, {}
+        if held is None:
+            return {"ok": True, "compile": None, "error": "no compiled baseline to time (compile it first)"}
+        try:
+            torch.set_grad_enabled(False)
+            timing = time_against_baselines(held["compiled"], held["model"], None, held["make_inputs"],
+                                            iters=int(cmd.get("iters", 100)), rel_norm_tol=held["rel_norm_tol"])
+            seconds.update(timing.get("phases") or {})
+            return {"ok": True, "compile": timing["kernel"], "eager": timing["eager"], "seconds": seconds,
+                    "warnings": timing.get("warnings", [])}
+        except Exception as exc:   # noqa: BLE001 - the baseline failed: the candidates are timed without it
+            return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300], "seconds": seconds}
+        finally:
+            torch.set_grad_enabled(True)
+            self.drop()
+
+    def drop(self) -> None:
+        if self.held is not None:
+            self.held = None
+            torch._dynamo.reset()            # drop the compiled graph (and the model it holds)
+            torch.cuda.empty_cache()
 
 
 def main(job: dict[str, Any] | None = None) -> int:
-    """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report, ``baseline`` ->
-    torch.compile and eager times, ``done`` -> next job.
+    """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report,
+    ``baseline_compile`` then ``baseline_time`` -> torch.compile and eager times (``Baseline``),
+    ``done`` -> next job.
 
     The process can serve many verifications in a row (it never runs candidate code);
     a job it has prepared before reuses its ``Reference`` (see ``Prepared``).
     """
-    ref, prepared = None, Prepared()
+    ref, prepared, base = None, Prepared(), Baseline()
     if job is not None:
         ref, message = prepared.get(job)
         send(message)
@@ -376,9 +403,11 @@ def main(job: dict[str, Any] | None = None) -> int:
         if kind == "job":
             ref, message = prepared.get(cmd["job"])
             send(message)
-        elif kind == "baseline":
-            send(baseline(cmd) if torch.cuda.is_available() else
-                 {"ok": True, "compile": None, "error": "no CUDA device in the reference process"})
+        elif kind in ("baseline_compile", "baseline_time"):
+            if not torch.cuda.is_available():
+                send({"ok": True, "compile": None, "error": "no CUDA device in the reference process"})
+            else:
+                send(base.compile(cmd) if kind == "baseline_compile" else base.time(cmd))
         elif kind == "compare" and ref is not None:
             t0 = time.monotonic()
             report = ref.compare(cmd["outputs"])

@@ -37,9 +37,16 @@ processes); ``guard`` and the timing module's own checks watch it there.
 
 A batch (``session.VerifySession``) passes in its own warm reference process, a
 candidate process started ahead of time (``Slot``: a new interpreter that imported
-torch and triton and waits for its job; it runs one candidate only), and a ``gate``
-that lets only one candidate time on the GPU at a time and measures the torch.compile
-baseline of a task once, in the reference process.
+torch and triton, and on a GPU initialised CUDA, and waits for its job; it runs one
+candidate only), a ``gate`` that lets only one process time on the GPU at a time, and
+the task's torch.compile ``baseline``, measured once per task in a reference process of
+its own (``baselines``).
+
+Before the first timing, the parent makes sure the GPU's ceilings are cached
+(``ceilings.ensure_cached``, measured once by the verifier's own code, never in a
+process that ran task or candidate code) and tells the candidate which GPU and driver
+they belong to, so a candidate process starts no ``nvidia-smi`` and measures nothing
+but the candidate.
 """
 from __future__ import annotations
 
@@ -55,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import isolation
+from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, prestart_candidate, reference_key, reference_server,
                                         spawn_candidate)
 
@@ -129,20 +137,21 @@ class Slot:
             shutil.rmtree(self.root, ignore_errors=True)
 
 
-def run_session(job: Job, *, ref=None, slot: Slot | None = None, gate=None) -> Session:
+def run_session(job: Job, *, ref=None, slot: Slot | None = None, gate=None, baseline=None) -> Session:
     """One verification. ``ref``: a reference Server to use (the caller keeps it; see
     ``Session.ref_healthy``), else one from the pool. ``slot``: see ``Slot``. ``gate``:
-    ``shared()``, ``exclusive()`` and ``release(state)`` around the GPU phases, and
-    ``baseline(job, ready, ref)`` (see ``session.GpuGate``)."""
+    ``shared()``, ``exclusive()`` and ``release(state)`` around the GPU phases (see
+    ``session.GpuGate``). ``baseline()``: the task's torch.compile baseline, waited for
+    before timing (see ``baselines.Baselines``)."""
     slot = slot or Slot.make(job.device, prestart=False)
     try:
-        return _run(job, slot, ref, gate)
+        return _run(job, slot, ref, gate, baseline)
     finally:
         slot.child = None             # killed by _run
         slot.discard()
 
 
-def _run(job: Job, slot: Slot, given_ref, gate) -> Session:
+def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
     iso = slot.iso
     s = Session(isolation=iso.describe(), clock={"spawn": slot.spawned})
     scratch, module_name = slot.scratch, slot.module_name
@@ -201,14 +210,17 @@ def _run(job: Job, slot: Slot, given_ref, gate) -> Session:
             s.compare = ref.recv(time.monotonic() + max(120.0, job.timeout_s))
             healthy = s.compare is not None
         if wait_for_go:
-            go = _all_passed(s)
+            go, identity = _all_passed(s), None
             if go:
-                s.clock["gpu_wait"] = time.monotonic()
-                s.baseline = held.exclusive(job, dict(s.ready, triton_version=s.phase1.get("triton_version")), ref)
-                s.clock["gpu_wait"] = time.monotonic() - s.clock["gpu_wait"] - (
-                    (s.baseline or {}).get("measured_s") or 0.0)
-                healthy = held.ref_ok
-            _write(files["go"], {"go": "time" if go else "stop"})
+                held.release()                      # wait for the baseline holding nothing
+                t0 = time.monotonic()
+                s.baseline = baseline() if baseline is not None else None
+                held.exclusive()
+                t1 = time.monotonic()
+                identity = ensure_cached(job.cache_dir)   # the GPU's ceilings, measured once by trusted code
+                s.clock["ceilings"] = time.monotonic() - t1
+                s.clock["gpu_wait"] = t1 - t0 - (s.baseline or {}).get("waited_s", 0.0)
+            _write(files["go"], {"go": "time" if go else "stop", "gpu_identity": identity})
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
@@ -238,21 +250,18 @@ class _Held:
     """What this run holds of the gate (nothing without one), released in one place."""
 
     def __init__(self, gate):
-        self.gate, self.state, self.ref_ok = gate, None, True
+        self.gate, self.state = gate, None
 
     def shared(self) -> None:
         if self.gate is not None:
             self.gate.shared()
             self.state = "shared"
 
-    def exclusive(self, job: Job, ready: dict, ref) -> dict | None:
-        if self.gate is None:
-            return None
-        self.release()
-        self.gate.exclusive()
-        self.state = "exclusive"
-        baseline, self.ref_ok = self.gate.baseline(job, ready, ref)
-        return baseline
+    def exclusive(self) -> None:
+        if self.gate is not None:
+            self.release()
+            self.gate.exclusive()
+            self.state = "exclusive"
 
     def release(self) -> None:
         if self.gate is not None and self.state is not None:

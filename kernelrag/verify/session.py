@@ -11,34 +11,38 @@ What a session reuses, and how it is keyed (nothing crosses from one task to ano
   warm and keep the prepared references of recent jobs in memory, keyed by the whole job
   (task source, sizes, seeds, trials, budgets, tolerance, device) in a process of one
   torch and triton (``reference.Prepared``). They never reach the disk.
-* **The torch.compile baseline** (GPU): measured once per task and session, in the
-  reference process (which never runs candidate code), 100 calls interleaved with eager,
-  keyed by the task source's hash, device and the torch/triton versions. Each candidate
-  is still timed interleaved with eager, the drift anchor; its compile figure is the
-  cached one times (eager now / eager then), so both speedups are side-by-side ratios
+* **The torch.compile baseline** (GPU): measured once per task and session, in a
+  reference process of its own (which never runs candidate code), 100 calls interleaved
+  with eager, keyed by the task source's hash and device (``baselines``). It is compiled
+  as soon as the task's first candidate arrives, or earlier when told (``prefetch``),
+  while candidates import and run their trials. Each candidate is still timed
+  interleaved with eager, the drift anchor; its compile figure is the cached one times
+  (eager now / eager then), so both speedups are side-by-side ratios
   (``Verdict.compile_source`` says so).
 * **Warm processes.** Reference processes stay up for the session. On a GPU, candidate
-  processes are started ahead (torch and triton imported, CUDA not touched, since an
-  initialised CUDA context cannot be forked); each runs exactly one candidate. On a CPU
+  processes are started ahead as new interpreters (never forked: an initialised CUDA
+  context cannot be), with torch and triton imported and CUDA and Triton's driver
+  initialised; each runs exactly one candidate. On a CPU
   the zygote forks them (``processes.spawn_candidate``).
 
 Parallelism: ``workers`` candidates are in flight at once. On a GPU the gate lets any
-number share the device for untimed work (imports, correctness trials, comparisons) but
-gives it to one alone for timing: no two timed measurements overlap, and nothing else
-runs on the GPU while one is timed.
+number share the device for untimed work (imports, correctness trials, comparisons,
+baseline compilation) but gives it to one alone for timing (a candidate's, or a
+baseline's): no two timed measurements overlap, and nothing else runs on the GPU while
+one is timed.
 """
 from __future__ import annotations
 
-import hashlib
+import os
 import secrets
-import time
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
 from kernelrag.errors import KernelRAGError
-from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, verify, verify_source
+from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
+from kernelrag.verify.baselines import Baselines
 from kernelrag.verify.processes import give_back, reference_key, reference_server
 from kernelrag.verify.sandbox import Job, Session, Slot, run_session
 from kernelrag.verify.verdict import Verdict
@@ -47,19 +51,16 @@ COMPILE_MODES = ("cached", "interleaved")
 
 
 class GpuGate:
-    """A readers-writer lock over the GPU, and the session's torch.compile baselines.
+    """A readers-writer lock over the GPU.
 
     ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone
-    (waiting writers go first). ``release(state)`` gives either back. ``baseline(job,
-    ready, ref)``, called while exclusive, measures the task's baseline in the reference
-    process ``ref`` when the session has none yet.
+    (waiting writers go first). ``release(state)`` gives either back.
     """
 
     def __init__(self):
         self._cond = threading.Condition()
         self._readers = self._waiting = 0
         self._writer = False
-        self.baselines: dict[str, dict[str, Any]] = {}
 
     def shared(self) -> None:
         with self._cond:
@@ -80,33 +81,6 @@ class GpuGate:
             else:
                 self._readers -= 1
             self._cond.notify_all()
-
-    def baseline(self, job: Job, ready: dict, ref) -> tuple[dict | None, bool]:
-        """(the task's baseline, whether ``ref`` is still usable); None when compile is interleaved."""
-        if job.compile != "gate":
-            return None, True
-        key = baseline_key(job, ready)
-        if key in self.baselines:
-            return self.baselines[key], True
-        rel_norm = 2 * max((t["rel_norm"] for t in ready.get("tolerances") or []), default=1e-4)
-        t0 = time.monotonic()
-        ref.send({"cmd": "baseline", "source": (job.original or {}).get("source"), "seed": job.seed + 500,
-                  "iters": 100, "rel_norm_tol": rel_norm})
-        message = ref.recv(time.monotonic() + max(300.0, job.timeout_s))
-        ok = message is not None
-        if message is None:               # stop it now: it must not run on the GPU while a candidate times
-            ref.kill()
-            message = {"compile": None, "error": "the reference process gave no torch.compile baseline"}
-        message = {k: v for k, v in message.items() if k != "ok"}
-        self.baselines[key] = message
-        return dict(message, measured_s=time.monotonic() - t0), ok
-
-
-def baseline_key(job: Job, ready: dict) -> str:
-    source = (job.original or {}).get("source") or ""
-    parts = [hashlib.sha256(source.encode()).hexdigest(), job.device, str(ready.get("torch_version")),
-             str(ready.get("triton_version"))]
-    return "|".join(parts)
 
 
 class VerifySession:
@@ -140,10 +114,12 @@ class VerifySession:
         self.options = dict(device=device, timeout_s=timeout_s, trials=trials, measure_time=measure_time,
                             seed=self.seed, tolerance=tolerance, policy=policy, cache_dir=cache_dir,
                             require_isolation=require_isolation)
-        self.workers = workers or (2 if self.resolved == "cuda" else 1)   # CPU: the zygote pool holds one
+        self.workers = workers or (gpu_workers() if self.resolved == "cuda" else 1)   # CPU: one zygote
         self.prestart = self.resolved == "cuda" if prestart is None else bool(prestart)
         self.compile_baseline = compile_baseline
         self.gate = GpuGate()
+        self.baselines = Baselines(self.gate, lambda: self._take_ref("cuda"),
+                                   lambda server, ok: self._give_ref("cuda", server, ok))
         self._lock = threading.Lock()
         self._refs: dict[str, list] = {}
         self._slots: list[Slot] = []
@@ -214,6 +190,19 @@ class VerifySession:
                 self._pool = ThreadPoolExecutor(max_workers=self.workers, thread_name_prefix="kernelrag-verify")
         return list(self._pool.map(one, range(len(calls))))
 
+    def prefetch(self, task_src: str, *, tolerance: Any = None) -> None:
+        """Start the torch.compile baseline of a task verified later (a GPU session with
+        cached baselines only; elsewhere nothing to do). ``tolerance``: the override that
+        its verifications will use, if any."""
+        if self.resolved != "cuda" or self.compile_baseline != "cached" or not self.options["measure_time"]:
+            return
+        tol = tolerance if tolerance is not None else self.options.get("tolerance")
+        try:
+            tol = tol if tol is not None else declared_tolerance(task_src)
+        except KernelRAGError:
+            return                       # a malformed task: its verification will say so
+        self.baselines.start(task_src, seed=self.seed + 500, tolerance=tol)
+
     # ------------------------------------------------------------ processes
     def run_job(self, job: Job) -> Session:
         """The session's runner for ``verify_source``: warm reference, prestarted slot, gate."""
@@ -221,11 +210,17 @@ class VerifySession:
             raise KernelRAGError("this VerifySession is closed; open a new one")
         cuda = job.device == "cuda"
         job.compile = "gate" if cuda and self.compile_baseline == "cached" else "interleaved"
+        baseline = None
+        if job.compile == "gate" and job.measure_time:
+            key = self.baselines.start((job.original or {}).get("source") or "", seed=job.seed + 500,
+                                       tolerance=job.tolerance)
+            wait_s = max(300.0, job.timeout_s)
+            baseline = lambda: self.baselines.wait(key, wait_s)   # noqa: E731
         ref = self._take_ref(job.device)
         slot = self._take_slot(job.device)
         healthy = False
         try:
-            session = run_session(job, ref=ref, slot=slot, gate=self.gate if cuda else None)
+            session = run_session(job, ref=ref, slot=slot, gate=self.gate if cuda else None, baseline=baseline)
             healthy = session.ref_healthy
             return session
         finally:
@@ -304,4 +299,10 @@ def verify_many(task_path: str | Path, candidate_paths: Iterable[str | Path], **
         return session.verify_many(task_path, candidate_paths)
 
 
-__all__ = ["VerifySession", "GpuGate", "verify_many", "baseline_key"]
+def gpu_workers() -> int:
+    """Candidates in flight on one GPU: enough to keep it busy while others import, compile
+    and check, at most one per 4 host cores (each uses a few), at least 2."""
+    return max(2, min(4, (os.cpu_count() or 8) // 4))
+
+
+__all__ = ["VerifySession", "GpuGate", "verify_many", "gpu_workers"]

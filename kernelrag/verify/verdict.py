@@ -51,8 +51,8 @@ class Timing:
 
 
 PHASES = ("static", "process_start", "imports", "reference_build", "candidate_import", "correctness",
-          "comparison", "gpu_wait", "baseline", "first_call", "compile", "warmup", "timing", "launch_proof",
-          "recheck", "other")
+          "comparison", "gpu_wait", "baseline", "ceilings", "first_call", "compile", "warmup", "timing",
+          "launch_proof", "recheck", "other")
 
 
 @dataclass
@@ -64,8 +64,10 @@ class Phases:
     warm from a pool, see ``reused``); ``reference_build``: sizes, references and null
     controls in the reference process; ``correctness``: the candidate's trials;
     ``comparison``: the reference process comparing their outputs; ``gpu_wait``: waiting
-    for the GPU while another candidate was timed; ``baseline``: measuring the
-    torch.compile baseline in the reference process (once per task and session);
+    for the GPU while another process was timed; ``baseline``: waiting for the task's
+    torch.compile baseline, compiled and timed in a reference process of its own (once per
+    task and session, mostly while the task's first candidate runs its trials);
+    ``ceilings``: reading the GPU's cached ceilings (measured once per machine and driver);
     ``first_call``: the first call at the timed size with its full-size check;
     ``compile``: torch.compile of the reference in the candidate process (when interleaved);
     ``warmup`` and ``timing``: the timed loop; ``launch_proof``: the profiled call;

@@ -73,6 +73,7 @@ class CandidateRun:
         self.torch = torch
         self.job = job
         self.device = job["device"]
+        self.gpu_identity = None          # (GPU, driver) of the cached ceilings, from the "go" file
         self.result: dict[str, Any] = {"phase": "import", "findings": [], "trials": {}, "checks": [],
                                        "warnings": [], "torch_version": torch.__version__}
         self.guard = Guard(self.device, job["interpret"])
@@ -177,7 +178,9 @@ class CandidateRun:
 
 def preimport() -> None:
     """What every candidate process needs before its job: torch, triton and the verifier's
-    modules (``timing`` captures the real timer functions here). CUDA is not touched."""
+    modules (``timing`` captures the real timer functions here); on a GPU also the CUDA
+    context and Triton's compiler and driver (``warm_gpu``). Only a process started as a
+    new interpreter does this (a CPU zygote must not touch CUDA: it forks)."""
     import torch  # noqa: F401
     import triton  # noqa: F401
     import triton.language  # noqa: F401
@@ -188,6 +191,33 @@ def preimport() -> None:
             from kernelrag.verify import launch, timing  # noqa: F401
         except ImportError:
             pass
+        warm_gpu()
+
+
+def warm_gpu() -> None:
+    """Create the CUDA context and compile and launch one tiny Triton kernel, before the job:
+    the candidate's first call would otherwise pay for the context, Triton's driver helper
+    and the compiler's start-up. Nothing of it is visible to the candidate's checks (the
+    guard starts with the job); a failure here only means the candidate pays later."""
+    try:
+        import torch
+        import triton
+        import triton.language as tl
+
+        if not torch.cuda.is_available():
+            return
+
+        @triton.jit
+        def _fill(out_ptr, n, BLOCK: tl.constexpr):
+            offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+            tl.store(out_ptr + offs, offs.to(tl.float32), mask=offs < n)
+
+        buf = torch.empty(64, device="cuda")
+        _fill[(1,)](buf, 64, BLOCK=64)
+        torch.cuda.synchronize()
+        del buf
+    except Exception:   # noqa: BLE001 - warming is an optimisation only
+        pass
 
 
 def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -> int:
@@ -231,7 +261,8 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     res["dot_precisions"] = sorted(run.guard.dot_precisions)
     _write_json(phase1, res)
     if job.get("wait_for_go"):
-        go = _wait_json(Path(job["go_path"])).get("go")
+        go_message = _wait_json(Path(job["go_path"]))
+        go, run.gpu_identity = go_message.get("go"), go_message.get("gpu_identity")
         clock["go"] = time.monotonic()
         if go == "time" and "error" not in res:
             from kernelrag.verify.measure import measure

@@ -1,0 +1,125 @@
+"""The torch.compile baselines of a session's tasks, measured once each, off the candidates' path.
+
+A task's baseline is compiled as soon as the session first sees the task (or is told
+about it ahead, ``Baselines.start``), in a reference process of its own, while the
+task's first candidate imports and runs its correctness trials. Compiling is untimed GPU
+work and shares the GPU (``GpuGate.shared``); the 100 calls interleaved with eager that
+give the figure have the GPU alone (``GpuGate.exclusive``), like a candidate's timing. A
+candidate that reaches timing waits for its task's baseline (``Baselines.wait``) before it
+asks for the GPU, so the two never overlap and no one waits while holding the GPU.
+
+Keyed by the task source's hash and the device, within one session (one interpreter,
+so one torch and triton). The reference process never runs candidate code, so no
+candidate can touch the figure; each candidate's compile figure is this one times eager's
+drift since (``outcome._cached_compile``).
+"""
+from __future__ import annotations
+
+import hashlib
+import threading
+import time
+from typing import Any, Callable
+
+COMPILE_TIMEOUT_S = 600.0     # torch.compile of a large model can take minutes on a busy host
+TIME_TIMEOUT_S = 300.0
+COMPILES_AT_ONCE = 2          # compilations use the host's cores; more at once slows each
+
+
+def baseline_key(source: str, device: str = "cuda") -> str:
+    return f"{hashlib.sha256(source.encode()).hexdigest()}|{device}"
+
+
+class _Entry:
+    def __init__(self):
+        self.done = threading.Event()
+        self.result: dict[str, Any] | None = None
+        self.started = time.monotonic()
+
+
+class Baselines:
+    """Start, measure and hand out the baselines (see the module docstring).
+
+    ``gate``: the session's ``GpuGate``. ``take_ref()`` / ``give_ref(server, healthy)``:
+    borrow and return a reference process of the session.
+    """
+
+    def __init__(self, gate: Any, take_ref: Callable[[], Any], give_ref: Callable[[Any, bool], None]):
+        self.gate, self._take_ref, self._give_ref = gate, take_ref, give_ref
+        self._entries: dict[str, _Entry] = {}
+        self._lock = threading.Lock()
+        self._compiles = threading.Semaphore(COMPILES_AT_ONCE)
+
+    def start(self, source: str, *, seed: int, tolerance: Any = None, device: str = "cuda") -> str:
+        """Begin measuring the baseline of ``source`` unless it is measured or under way; its key."""
+        key = baseline_key(source, device)
+        with self._lock:
+            if key in self._entries:
+                return key
+            entry = self._entries[key] = _Entry()
+        threading.Thread(target=self._measure, args=(entry, source, seed, tolerance), daemon=True,
+                         name="kernelrag-baseline").start()
+        return key
+
+    def wait(self, key: str, timeout_s: float) -> dict[str, Any]:
+        """The baseline for ``key`` (started before), waiting at most ``timeout_s``; with ``waited_s``."""
+        with self._lock:
+            entry = self._entries.get(key)
+        if entry is None:
+            return {"compile": None, "error": "no torch.compile baseline was started for this task"}
+        t0 = time.monotonic()
+        if not entry.done.wait(timeout_s):
+            return {"compile": None, "error": f"the torch.compile baseline was not ready within {timeout_s:.0f} s",
+                    "waited_s": time.monotonic() - t0}
+        return dict(entry.result or {}, waited_s=time.monotonic() - t0)
+
+    def known(self) -> dict[str, dict[str, Any]]:
+        """Every finished baseline, by key (for reports)."""
+        with self._lock:
+            return {k: dict(e.result) for k, e in self._entries.items() if e.done.is_set() and e.result}
+
+    def _measure(self, entry: _Entry, source: str, seed: int, tolerance: Any) -> None:
+        ref, healthy, result = None, False, {}
+        try:
+            with self._compiles:
+                ref = self._take_ref()
+                self.gate.shared()
+                try:
+                    ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance})
+                    compiled = ref.recv(time.monotonic() + COMPILE_TIMEOUT_S)
+                finally:
+                    self.gate.release("shared")
+            if compiled is None:
+                result = {"compile": None, "error": f"the reference process gave no compiled baseline "
+                                                    f"({ref.describe()})"}
+            elif not compiled.get("compiled"):
+                result, healthy = _strip(compiled), True
+            else:
+                self.gate.exclusive()
+                t0 = time.monotonic()
+                try:
+                    ref.send({"cmd": "baseline_time", "iters": 100})
+                    timed = ref.recv(time.monotonic() + TIME_TIMEOUT_S)
+                    if timed is None:          # stop it now: it must not run on the GPU after we let go
+                        ref.kill()
+                finally:
+                    self.gate.release("exclusive")
+                healthy = timed is not None
+                result = _strip(timed) if timed is not None else {
+                    "compile": None, "error": "the reference process gave no torch.compile baseline"}
+                result["exclusive_s"] = time.monotonic() - t0
+                result.setdefault("seconds", {}).update(compile=(compiled.get("seconds") or {}).get("compile"))
+        except Exception as exc:   # noqa: BLE001 - candidates are then timed without a compile figure
+            result = {"compile": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
+        finally:
+            if ref is not None:
+                self._give_ref(ref, healthy)
+            result["measured_s"] = time.monotonic() - entry.started
+            entry.result = result
+            entry.done.set()
+
+
+def _strip(message: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in message.items() if k not in ("ok", "compiled")}
+
+
+__all__ = ["Baselines", "baseline_key"]
