@@ -487,7 +487,7 @@ def test_cache_round_trip_and_rejections(tmp_path):
 def test_get_ceilings_measures_once_per_gpu_and_driver(tmp_path, monkeypatch):
     calls = []
     identity = ["NVIDIA H200", "580.159.04"]
-    monkeypatch.setattr(ceil, "gpu_identity", lambda device=None, known=None: tuple(identity))
+    monkeypatch.setattr(ceil, "gpu_identity", lambda device=None: tuple(identity))
     monkeypatch.setattr(ceil, "measure_ceilings",
                         lambda device=None, driver=None: calls.append(driver) or _measured(driver=driver))
     first = ceil.get_ceilings(tmp_path)
@@ -507,19 +507,25 @@ def test_the_parent_makes_sure_the_ceilings_are_cached_once_and_never_in_a_candi
     children = []
     monkeypatch.setattr(ceil, "_ENSURED", {})
     monkeypatch.setattr(ceil, "host_gpu", lambda: ("NVIDIA H200", "580.159.04"))
-    monkeypatch.setattr(ceil, "_measure_in_child", lambda folder: children.append(folder) or ("NVIDIA H200", "580.159.04"))
+
+    def measure_in_child(folder):                 # what the child process does: measure and cache
+        children.append(folder)
+        ceil.write_cache(ceil.cache_path(Path(folder), "NVIDIA H200"), _measured(driver="580.159.04"))
+        return "NVIDIA H200", "580.159.04"
+
+    monkeypatch.setattr(ceil, "_measure_in_child", measure_in_child)
     assert ceil.ensure_cached(None) is None and children == []
-    assert ceil.ensure_cached(tmp_path) == ("NVIDIA H200", "580.159.04")
-    assert ceil.ensure_cached(tmp_path) == ("NVIDIA H200", "580.159.04") and children == [str(tmp_path)]
+    assert ceil.ensure_cached(tmp_path)["copy_gbps"] == 4100.0
+    assert ceil.ensure_cached(tmp_path)["driver"] == "580.159.04" and children == [str(tmp_path)]
     cached = tmp_path / "cached"
-    ceil.write_cache(ceil.cache_path(cached, "NVIDIA H200"), _measured(driver="580.159.04"))
-    assert ceil.ensure_cached(cached) == ("NVIDIA H200", "580.159.04") and len(children) == 1   # read, not measured
+    ceil.write_cache(ceil.cache_path(cached, "NVIDIA H200"), _measured(driver="580.159.04", copy=3000.0))
+    assert ceil.ensure_cached(cached)["copy_gbps"] == 3000.0 and len(children) == 1   # read, not measured
 
 
 def test_get_ceilings_survives_an_unwritable_cache(tmp_path, monkeypatch):
     blocker = tmp_path / "file"
     blocker.write_text("x")
-    monkeypatch.setattr(ceil, "gpu_identity", lambda device=None, known=None: ("NVIDIA H200", "1"))
+    monkeypatch.setattr(ceil, "gpu_identity", lambda device=None: ("NVIDIA H200", "1"))
     monkeypatch.setattr(ceil, "measure_ceilings", lambda device=None, driver=None: _measured(driver=driver))
     data = ceil.get_ceilings(blocker / "sub")
     assert data["copy_gbps"] == 4100.0 and "could not write" in data["cache_error"]

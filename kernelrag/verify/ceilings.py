@@ -68,17 +68,12 @@ def driver_version() -> str:
     return "unknown"
 
 
-def gpu_identity(device: Any = None, known: tuple[str, str] | list | None = None) -> tuple[str, str]:
-    """(GPU name, driver version) of ``device`` (default: the current CUDA device).
-    ``known``: what the parent found (``ensure_cached``); used when the name matches, so
-    the driver is not asked again (no ``nvidia-smi`` in a candidate process)."""
+def gpu_identity(device: Any = None) -> tuple[str, str]:
+    """(GPU name, driver version) of ``device`` (default: the current CUDA device)."""
     import torch
 
     _require_cuda(torch)
-    name = torch.cuda.get_device_name(cuda_device(device))
-    if known and len(known) == 2 and known[0] == name and isinstance(known[1], str):
-        return name, known[1]
-    return name, driver_version()
+    return torch.cuda.get_device_name(cuda_device(device)), driver_version()
 
 
 @functools.lru_cache(maxsize=None)
@@ -95,13 +90,13 @@ def host_gpu() -> tuple[str, str] | None:
     return rows[0][0].strip(), rows[0][1].strip()
 
 
-_ENSURED: dict[str, tuple[str, str] | None] = {}
+_ENSURED: dict[str, dict[str, Any] | None] = {}
 _ENSURE_LOCK = threading.Lock()
 
 
-def ensure_cached(cache_dir: str | Path | None) -> tuple[str, str] | None:
-    """Make sure this machine's ceilings are cached under ``cache_dir``; the (GPU, driver)
-    they belong to, or None when they could not be (the candidate then measures them itself).
+def ensure_cached(cache_dir: str | Path | None) -> dict[str, Any] | None:
+    """This machine's ceilings, cached under ``cache_dir``; None when they could not be
+    (the candidate then measures them itself).
 
     Called by the verifier's parent process before a candidate is timed. When the cache
     is missing or stale, the ceilings are measured in a new process that runs this module
@@ -111,11 +106,13 @@ def ensure_cached(cache_dir: str | Path | None) -> tuple[str, str] | None:
         return None
     folder = str(cache_dir)
     with _ENSURE_LOCK:
-        if folder in _ENSURED:
-            return _ENSURED[folder]
-        ident = host_gpu()
-        cached = read_cache(cache_path(Path(folder), ident[0]), *ident) if ident else None
-        _ENSURED[folder] = (cached["gpu"], cached["driver"]) if cached else _measure_in_child(folder)
+        if folder not in _ENSURED:
+            ident = host_gpu()
+            cached = read_cache(cache_path(Path(folder), ident[0]), *ident) if ident else None
+            if cached is None:
+                ident = _measure_in_child(folder)
+                cached = read_cache(cache_path(Path(folder), ident[0]), *ident) if ident else None
+            _ENSURED[folder] = cached
         return _ENSURED[folder]
 
 
@@ -178,16 +175,15 @@ def write_cache(path: Path, data: dict[str, Any]) -> None:
         raise
 
 
-def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device: Any = None,
-                 known: tuple[str, str] | list | None = None) -> dict[str, Any]:
+def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device: Any = None) -> dict[str, Any]:
     """Measured ceilings of the current GPU: ``{gpu, driver, copy_gbps, bf16_tflops,
     fp32_tflops, measured_at, method, ...}``.
 
     Measured once per GPU name and driver and cached under ``cache_dir``; with
     ``cache_dir=None`` the result is kept for the life of the process only.
-    ``refresh=True`` measures again and overwrites the cache. ``known``: see ``gpu_identity``.
+    ``refresh=True`` measures again and overwrites the cache.
     """
-    gpu, driver = gpu_identity(device, known)
+    gpu, driver = gpu_identity(device)
     path = cache_path(Path(cache_dir), gpu) if cache_dir is not None else None
     if not refresh:
         if path is not None:

@@ -69,7 +69,10 @@ def base_env(device: str, home: str) -> dict[str, str]:
     env.update(PYTHONPATH=str(PACKAGE_ROOT), PYTHONUNBUFFERED="1", PYTHONDONTWRITEBYTECODE="1",
                HOME=home, TMPDIR=home, USER="kernelrag", LOGNAME="kernelrag",
                TRITON_CACHE_DIR=f"{home}/triton", TORCH_EXTENSIONS_DIR=f"{home}/torch_extensions",
-               TORCHINDUCTOR_CACHE_DIR=f"{home}/inductor", XDG_CACHE_HOME=f"{home}/cache")
+               TORCHINDUCTOR_CACHE_DIR=f"{home}/inductor", XDG_CACHE_HOME=f"{home}/cache",
+               # one task's graph holds a few kernels: a pool of compile workers (each importing
+               # torch) costs more host time than it saves, with several workers on one host
+               TORCHINDUCTOR_COMPILE_THREADS="1")
     if device == "cpu":
         env["TRITON_INTERPRET"] = "1"
         env["CUDA_VISIBLE_DEVICES"] = ""

@@ -2,12 +2,12 @@
 
 * ``Server``: a long-lived worker speaking JSON lines (the reference server, the
   zygote). Marked lines on its stdout are messages; anything else is kept as a tail.
-* ``Child``: one candidate process, either a ``subprocess.Popen`` (GPU, or when no
-  zygote is available) or a child forked by the zygote (CPU). Both run in their own
+* ``Child``: one candidate process, either a child forked by a zygote of its device
+  or, when no zygote is available, a ``subprocess.Popen``. Both run in their own
   session, so ``kill`` takes the whole process group.
-* Pools: one reference server per device and one zygote (CPU) are kept per parent
-  process (and per isolation in force) and stopped at exit; any that misbehave are
-  killed and replaced.
+* Pools: idle reference servers and zygotes are kept per device (and per isolation in
+  force) in each parent process, a few per key, and stopped at exit; any that misbehave
+  are killed and replaced.
 
 Every process starts through ``_launch``: inside the OS sandbox of ``isolation`` when
 one is available, always with the allow-listed environment. A zygote child's pid is
@@ -143,18 +143,19 @@ class Server:
 
 
 class Zygote(Server):
-    """The CPU fork server (see ``zygote``): forks candidate children on request."""
+    """The fork server (see ``zygote``): forks candidate children on request."""
 
-    def __init__(self):
+    def __init__(self, device: str = "cpu"):
         self._exits: dict[int, int] = {}
         self._forked: dict[int, int] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count()
+        self.device, self.key = device, zygote_key(device)
         # keep_caps: the zygote itself (which never runs candidate code) makes each child's
         # own PID and mount namespaces, and the child drops every privilege before the candidate
-        super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), "cpu",
+        super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), device,
                          writable=[str(isolation.exchange_base())], keep_caps=True)
-        self.ready = self.recv(time.monotonic() + 120.0) is not None
+        self.ready = self.recv(time.monotonic() + 180.0) is not None
 
     def on_message(self, message: dict[str, Any] | None) -> None:
         with self._cond:
@@ -171,7 +172,7 @@ class Zygote(Server):
         iso = isolation.probe()
         self.send({"id": rid, "job": str(job_path), "cwd": str(cwd), "stdout": str(cwd / "stdout.txt"),
                    "stderr": str(cwd / "stderr.txt"), "isolate": iso.active, "switch_uid": iso.switch_uid,
-                   "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES["cpu"]})
+                   "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES[self.device]})
         with self._cond:
             self._cond.wait_for(lambda: rid in self._forked or not self.alive(), timeout=30.0)
             pid = self._forked.pop(rid, None)
@@ -228,7 +229,7 @@ class Child:
         else:
             exited = self.zygote.exit_code(self.pid, timeout=10.0) is not None
             zygote, self.zygote = self.zygote, _Dead()
-            give_back(f"zygote-{isolation.probe().kind}", zygote, healthy=exited)
+            give_back(zygote.key, zygote, healthy=exited)
 
     def exit_description(self) -> str:
         return describe_exit(self.poll())
@@ -248,28 +249,36 @@ class _Dead:
 
 
 # ------------------------------------------------------------------ pools
-_POOL: dict[str, Server] = {}
+POOL_PER_KEY = 8           # idle servers kept per key: one per candidate in flight is enough
+_POOL: dict[str, list[Server]] = {}
 _LOCK = threading.Lock()
 
 
 def take_server(key: str, make) -> Server | None:
     """A live pooled server for ``key`` (removed from the pool while in use), else ``make()``."""
-    with _LOCK:
-        server = _POOL.pop(key, None)
-    if server is not None and server.alive():
-        return server
-    if server is not None:
+    while True:
+        with _LOCK:
+            idle = _POOL.get(key) or []
+            server = idle.pop() if idle else None
+        if server is None:
+            return make()
+        if server.alive():
+            return server
         server.kill()
-    return make()
 
 
 def give_back(key: str, server: Server, healthy: bool) -> None:
     if healthy and server.alive():
         with _LOCK:
-            if key not in _POOL:
-                _POOL[key] = server
+            idle = _POOL.setdefault(key, [])
+            if len(idle) < POOL_PER_KEY:
+                idle.append(server)
                 return
     server.kill()
+
+
+def zygote_key(device: str) -> str:
+    return f"zygote-{device}-{isolation.probe().kind}"
 
 
 def reference_key(device: str) -> str:
@@ -284,10 +293,10 @@ def reference_server(device: str) -> Server:
 
 
 def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
-    """A candidate process: forked by the CPU zygote when possible, else a new interpreter.
-    ``readable``: folders it may read besides its own (the measured-ceilings cache), read-only."""
-    if device == "cpu" and hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE"):
-        zygote = take_server(f"zygote-{isolation.probe().kind}", Zygote)
+    """A candidate process: forked by a zygote of its device when possible, else a new
+    interpreter. ``readable``: folders a new interpreter may read besides its own, read-only."""
+    if zygotes_enabled():
+        zygote = take_server(zygote_key(device), lambda: Zygote(device))
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
         if child is not None:
             return child                   # the zygote stays with its child until Child.kill
@@ -301,11 +310,22 @@ def prestart_candidate(job_path: Path, cwd: Path, device: str, readable: list[st
     return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
 
 
+def zygotes_enabled() -> bool:
+    return hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE")
+
+
+def warm_zygote(device: str) -> None:
+    """Start one zygote of ``device`` into the pool (a session does this ahead of its candidates)."""
+    if zygotes_enabled():
+        zygote = Zygote(device)
+        give_back(zygote.key, zygote, zygote.ready)
+
+
 @atexit.register
 def shutdown() -> None:
     """Stop every pooled server (also run at interpreter exit)."""
     with _LOCK:
-        servers = list(_POOL.values())
+        servers = [server for idle in _POOL.values() for server in idle]
         _POOL.clear()
     for server in servers:
         server.kill()

@@ -312,11 +312,36 @@ class Prepared:
         return ref, message
 
 
+_GPU_GRANTED: list[bool] = []       # for the compile under way (every graph of it); reset per compile
+
+
+def _gated_inductor(gm: Any, example_inputs: list) -> Any:
+    """torch.compile's default backend (inductor), compiled here with no GPU work; before the
+    compiled code first runs (its first call, and any config autotuning inductor does then),
+    ask the parent for the GPU and wait until it is granted (``Baselines``)."""
+    from torch._inductor.compile_fx import compile_fx
+
+    compiled_fn = compile_fx(gm, example_inputs)
+
+    def run(*args: Any) -> Any:
+        if not _GPU_GRANTED:
+            send({"phase": "need_gpu"})
+            line = sys.stdin.readline()
+            if json.loads(line or "{}").get("cmd") != "gpu":
+                raise RuntimeError("the parent did not grant the GPU for the baseline's first call")
+            _GPU_GRANTED.append(True)
+        return compiled_fn(*args)
+
+    return run
+
+
 class Baseline:
     """The torch.compile baseline of one task, in two steps the parent schedules apart:
-    ``compile`` (torch.compile and its first call at the task's sizes: untimed GPU work,
-    while candidates run their trials) and ``time`` (100 calls interleaved with eager, with
-    the GPU to itself). The compiled model lives here between the two, never elsewhere.
+    ``compile`` (build the model and inputs: untimed GPU work; "built"; compile with
+    inductor: no GPU work, so nothing held; "need_gpu", then after the parent's "gpu" the
+    first call at the task's sizes: untimed GPU work again) and ``time`` (100 calls
+    interleaved with eager, with the GPU to itself). The compiled model lives here between
+    the two, never elsewhere.
 
     The timing code is the candidates' own (``timing.time_against_baselines``, the compiled
     model in the candidate's seat); its integrity findings are kept as warnings only, since
@@ -344,8 +369,12 @@ class Baseline:
             def make_inputs() -> list:
                 return C.make_inputs(mod, seed + next(counter), "task", "cuda")
 
-            compiled = torch.compile(model)
-            out = compiled(*make_inputs())
+            inputs = make_inputs()
+            torch.cuda.synchronize()
+            _GPU_GRANTED.clear()
+            send({"phase": "built"})          # the GPU is not needed while inductor compiles
+            compiled = torch.compile(model, backend=_gated_inductor)
+            out = compiled(*inputs)
             torch.cuda.synchronize()
         except Exception as exc:   # noqa: BLE001 - said in the verdict of every candidate
             self.drop()

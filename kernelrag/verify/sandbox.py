@@ -44,9 +44,8 @@ its own (``baselines``).
 
 Before the first timing, the parent makes sure the GPU's ceilings are cached
 (``ceilings.ensure_cached``, measured once by the verifier's own code, never in a
-process that ran task or candidate code) and tells the candidate which GPU and driver
-they belong to, so a candidate process starts no ``nvidia-smi`` and measures nothing
-but the candidate.
+process that ran task or candidate code) and hands them to the candidate with the "go",
+so a candidate process starts no ``nvidia-smi`` and measures nothing but the candidate.
 """
 from __future__ import annotations
 
@@ -210,17 +209,17 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
             s.compare = ref.recv(time.monotonic() + max(120.0, job.timeout_s))
             healthy = s.compare is not None
         if wait_for_go:
-            go, identity = _all_passed(s), None
+            go, ceilings = _all_passed(s), None
             if go:
                 held.release()                      # wait for the baseline holding nothing
                 t0 = time.monotonic()
                 s.baseline = baseline() if baseline is not None else None
                 held.exclusive()
                 t1 = time.monotonic()
-                identity = ensure_cached(job.cache_dir)   # the GPU's ceilings, measured once by trusted code
+                ceilings = ensure_cached(job.cache_dir)   # the GPU's ceilings, measured once by trusted code
                 s.clock["ceilings"] = time.monotonic() - t1
                 s.clock["gpu_wait"] = t1 - t0 - (s.baseline or {}).get("waited_s", 0.0)
-            _write(files["go"], {"go": "time" if go else "stop", "gpu_identity": identity})
+            _write(files["go"], {"go": "time" if go else "stop", "ceilings": ceilings})
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)

@@ -19,10 +19,13 @@ What a session reuses, and how it is keyed (nothing crosses from one task to ano
   interleaved with eager, the drift anchor; its compile figure is the cached one times
   (eager now / eager then), so both speedups are side-by-side ratios
   (``Verdict.compile_source`` says so).
-* **Warm processes.** Reference processes stay up for the session. On a GPU, candidate
-  processes are started ahead as new interpreters (never forked: an initialised CUDA
-  context cannot be), with torch and triton imported and CUDA and Triton's driver
-  initialised; each runs exactly one candidate. On a CPU
+* **Warm processes.** Reference processes stay up for the session. Candidate processes
+  are forked by zygotes that imported torch and triton once and never touch CUDA (an
+  initialised CUDA context does not survive a fork; each child creates its own), one
+  child per candidate (``processes.spawn_candidate``); a GPU session starts its zygotes
+  and reference processes as it opens. ``prestart=True`` instead starts each candidate
+  as a new interpreter ahead of its job (imports done, and on a GPU CUDA and Triton
+  initialised), for hosts where fork is not available. On a CPU
   the zygote forks them (``processes.spawn_candidate``).
 
 Parallelism: ``workers`` candidates are in flight at once. On a GPU the gate lets any
@@ -43,7 +46,7 @@ from typing import Any, Callable, Iterable
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
 from kernelrag.verify.baselines import Baselines
-from kernelrag.verify.processes import give_back, reference_key, reference_server
+from kernelrag.verify.processes import give_back, reference_key, reference_server, warm_zygote, zygotes_enabled
 from kernelrag.verify.sandbox import Job, Session, Slot, run_session
 from kernelrag.verify.verdict import Verdict
 
@@ -89,9 +92,9 @@ class VerifySession:
     Options are those of ``verify_source`` (``device``, ``timeout_s``, ``trials``,
     ``measure_time``, ``seed``, ``tolerance``, ``policy``, ``cache_dir``,
     ``require_isolation``), fixed for the
-    session, plus ``workers`` (candidates in flight; default 2 on a GPU, 1 on a CPU,
-    whose zygote serves one candidate at a time), ``prestart`` (start candidate processes
-    ahead; default on a GPU only, since a CPU forks them from the zygote) and
+    session, plus ``workers`` (candidates in flight; default ``gpu_workers()`` on a GPU, 1
+    on a CPU), ``prestart`` (start each candidate process ahead as a new interpreter
+    instead of forking it from a zygote; default off when fork is available) and
     ``compile_baseline``: "cached" (once per task, the default) or "interleaved"
     (torch.compile timed beside every candidate, as ``verify`` does). Use it as a context
     manager, or call ``close()``.
@@ -115,7 +118,7 @@ class VerifySession:
                             seed=self.seed, tolerance=tolerance, policy=policy, cache_dir=cache_dir,
                             require_isolation=require_isolation)
         self.workers = workers or (gpu_workers() if self.resolved == "cuda" else 1)   # CPU: one zygote
-        self.prestart = self.resolved == "cuda" if prestart is None else bool(prestart)
+        self.prestart = not zygotes_enabled() if prestart is None else bool(prestart)
         self.compile_baseline = compile_baseline
         self.gate = GpuGate()
         self.baselines = Baselines(self.gate, lambda: self._take_ref("cuda"),
@@ -125,6 +128,8 @@ class VerifySession:
         self._slots: list[Slot] = []
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
+        if self.resolved == "cuda":
+            self._warm_up()
 
     # ------------------------------------------------------------ verifying
     def verify(self, task_path: str | Path, candidate_path: str | Path, **overrides: Any) -> Verdict:
@@ -226,6 +231,19 @@ class VerifySession:
         finally:
             self._give_ref(job.device, ref, healthy)
 
+    def _warm_up(self) -> None:
+        """Start the zygotes and reference processes of ``workers`` candidates now, in the
+        background: their imports overlap with whatever the caller does before verifying."""
+        def one_ref() -> None:
+            server = reference_server(self.resolved)
+            self._give_ref(self.resolved, server, server.alive())
+
+        jobs = [one_ref] * self.workers
+        if not self.prestart:
+            jobs += [lambda: warm_zygote(self.resolved)] * self.workers
+        for job in jobs:
+            threading.Thread(target=_quietly, args=(job,), daemon=True, name="kernelrag-warm").start()
+
     def _take_ref(self, device: str):
         with self._lock:
             idle = self._refs.setdefault(device, [])
@@ -285,6 +303,13 @@ class VerifySession:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _quietly(job: Callable[[], None]) -> None:
+    try:
+        job()
+    except Exception:   # noqa: BLE001 - a process that fails to start now is started again on demand
+        pass
 
 
 def _replace(dead: Slot | None, device: str, readable: list[str]) -> Slot:

@@ -73,7 +73,7 @@ class CandidateRun:
         self.torch = torch
         self.job = job
         self.device = job["device"]
-        self.gpu_identity = None          # (GPU, driver) of the cached ceilings, from the "go" file
+        self.ceilings = None              # the GPU's cached ceilings, from the parent's "go" file
         self.result: dict[str, Any] = {"phase": "import", "findings": [], "trials": {}, "checks": [],
                                        "warnings": [], "torch_version": torch.__version__}
         self.guard = Guard(self.device, job["interpret"])
@@ -262,7 +262,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     _write_json(phase1, res)
     if job.get("wait_for_go"):
         go_message = _wait_json(Path(job["go_path"]))
-        go, run.gpu_identity = go_message.get("go"), go_message.get("gpu_identity")
+        go, run.ceilings = go_message.get("go"), go_message.get("ceilings")
         clock["go"] = time.monotonic()
         if go == "time" and "error" not in res:
             from kernelrag.verify.measure import measure

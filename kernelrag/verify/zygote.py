@@ -1,15 +1,17 @@
-"""A fork server for candidate processes in CPU mode.
+"""A fork server for candidate processes.
 
-Importing torch and triton costs seconds; a verification under the interpreter
-needs only a few more. The zygote imports them once (with ``TRITON_INTERPRET=1``)
-and forks a child per candidate. The child is a new process: its own session
-(killable as a group), its own working directory, stdin from /dev/null,
-stdout/stderr to files, and it runs ``worker.run_candidate`` exactly as a fresh
-``python -m kernelrag.verify.worker candidate`` would. The zygote never runs
-candidate code, so no candidate can leave anything behind for the next one.
+Importing torch and triton costs seconds (on a GPU host with a CUDA build, 8-13 s under
+load); a verification needs only a few more. The zygote imports them once and forks a
+child per candidate. The child is a new process: its own session (killable as a group),
+its own PID and mount namespaces with a fresh /tmp when isolation is in force, its own
+working directory, stdin from /dev/null, stdout/stderr to files, and it runs
+``worker.run_candidate`` exactly as a fresh ``python -m kernelrag.verify.worker
+candidate`` would. The zygote never runs candidate code, so no candidate can leave
+anything behind for the next one.
 
-It is used on CPU only: a CUDA context does not survive ``fork``, and on a GPU
-machine the start-up cost is small next to timing.
+On a GPU the zygote never touches CUDA (no context, no ``cuInit``: a CUDA context does
+not survive ``fork``); each child creates its own context and Triton driver. On a CPU it
+runs with ``TRITON_INTERPRET=1``.
 
 Protocol on stdin/stdout (JSON lines; output lines start with ``@@kernelrag``):
 ``{"id", "job", "cwd", "stdout", "stderr"}`` -> ``{"id", "pid"}``; whenever a child
@@ -99,6 +101,8 @@ def serve() -> int:
     import triton.language  # noqa: F401
 
     from kernelrag.verify import correctness, guard, measure, tolerances, worker  # noqa: F401
+    if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
+        from kernelrag.verify import ceilings, launch, timing  # noqa: F401 - module level only: no CUDA call
 
     worker.die_with_parent()
     _send({"ready": True})
