@@ -21,7 +21,6 @@ from __future__ import annotations
 import collections
 import copy
 import hashlib
-import itertools
 import json
 import sys
 import time
@@ -31,6 +30,7 @@ from typing import Any
 import torch
 
 from kernelrag.verify import correctness as C
+from kernelrag.verify.compiled import Baseline
 from kernelrag.verify.tolerances import compare, compare_outputs, slack_of, tolerance_for
 
 MARK = "@@kernelrag "
@@ -312,108 +312,6 @@ class Prepared:
         return ref, message
 
 
-_GPU_GRANTED: list[bool] = []       # for the compile under way (every graph of it); reset per compile
-
-
-def _gated_inductor(gm: Any, example_inputs: list) -> Any:
-    """torch.compile's default backend (inductor), compiled here with no GPU work; before the
-    compiled code first runs (its first call, and any config autotuning inductor does then),
-    ask the parent for the GPU and wait until it is granted (``Baselines``)."""
-    from torch._inductor.compile_fx import compile_fx
-
-    compiled_fn = compile_fx(gm, example_inputs)
-
-    def run(*args: Any) -> Any:
-        if not _GPU_GRANTED:
-            send({"phase": "need_gpu"})
-            line = sys.stdin.readline()
-            if json.loads(line or "{}").get("cmd") != "gpu":
-                raise RuntimeError("the parent did not grant the GPU for the baseline's first call")
-            _GPU_GRANTED.append(True)
-        return compiled_fn(*args)
-
-    return run
-
-
-class Baseline:
-    """The torch.compile baseline of one task, in two steps the parent schedules apart:
-    ``compile`` (build the model and inputs: untimed GPU work; "built"; compile with
-    inductor: no GPU work, so nothing held; "need_gpu", then after the parent's "gpu" the
-    first call at the task's sizes: untimed GPU work again) and ``time`` (100 calls
-    interleaved with eager, with the GPU to itself). The compiled model lives here between
-    the two, never elsewhere.
-
-    The timing code is the candidates' own (``timing.time_against_baselines``, the compiled
-    model in the candidate's seat); its integrity findings are kept as warnings only, since
-    no candidate code runs here.
-    """
-
-    def __init__(self):
-        self.held: dict[str, Any] | None = None
-
-    def compile(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        import importlib
-
-        importlib.import_module("torch._dynamo")    # it rewraps torch.manual_seed: before timing's snapshot
-        from kernelrag.verify import guard
-
-        guard.take_snapshot()
-        self.drop()
-        seed, t0 = int(cmd["seed"]), time.monotonic()
-        try:
-            torch.set_grad_enabled(False)
-            mod = C.load_task(cmd["source"], "baseline")
-            model = C.build_model(mod, seed, "cuda")
-            counter = itertools.count(1)
-
-            def make_inputs() -> list:
-                return C.make_inputs(mod, seed + next(counter), "task", "cuda")
-
-            inputs = make_inputs()
-            torch.cuda.synchronize()
-            _GPU_GRANTED.clear()
-            send({"phase": "built"})          # the GPU is not needed while inductor compiles
-            compiled = torch.compile(model, backend=_gated_inductor)
-            out = compiled(*inputs)
-            torch.cuda.synchronize()
-        except Exception as exc:   # noqa: BLE001 - said in the verdict of every candidate
-            self.drop()
-            return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300],
-                    "seconds": {"compile": time.monotonic() - t0}}
-        finally:
-            torch.set_grad_enabled(True)
-        outs, _ = C.flatten_outputs(out)
-        floats = [o.dtype for o in outs if o.is_floating_point()] or [torch.float32]
-        rel_norm = 2 * max(tolerance_for(d, cmd.get("tolerance")).rel_norm for d in floats)
-        self.held = {"compiled": compiled, "model": model, "make_inputs": make_inputs, "rel_norm_tol": rel_norm}
-        return {"ok": True, "compiled": True, "seconds": {"compile": time.monotonic() - t0}}
-
-    def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
-        from kernelrag.verify.timing import time_against_baselines
-
-        held, seconds = self.held, {}
-        if held is None:
-            return {"ok": True, "compile": None, "error": "no compiled baseline to time (compile it first)"}
-        try:
-            torch.set_grad_enabled(False)
-            timing = time_against_baselines(held["compiled"], held["model"], None, held["make_inputs"],
-                                            iters=int(cmd.get("iters", 100)), rel_norm_tol=held["rel_norm_tol"])
-            seconds.update(timing.get("phases") or {})
-            return {"ok": True, "compile": timing["kernel"], "eager": timing["eager"], "seconds": seconds,
-                    "warnings": timing.get("warnings", [])}
-        except Exception as exc:   # noqa: BLE001 - the baseline failed: the candidates are timed without it
-            return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300], "seconds": seconds}
-        finally:
-            torch.set_grad_enabled(True)
-            self.drop()
-
-    def drop(self) -> None:
-        if self.held is not None:
-            self.held = None
-            torch._dynamo.reset()            # drop the compiled graph (and the model it holds)
-            torch.cuda.empty_cache()
-
-
 def main(job: dict[str, Any] | None = None) -> int:
     """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report,
     ``baseline_compile`` then ``baseline_time`` -> torch.compile and eager times (``Baseline``),
@@ -422,7 +320,7 @@ def main(job: dict[str, Any] | None = None) -> int:
     The process can serve many verifications in a row (it never runs candidate code);
     a job it has prepared before reuses its ``Reference`` (see ``Prepared``).
     """
-    ref, prepared, base = None, Prepared(), Baseline()
+    ref, prepared, base = None, Prepared(), Baseline(send)
     if job is not None:
         ref, message = prepared.get(job)
         send(message)
