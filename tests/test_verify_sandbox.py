@@ -207,3 +207,40 @@ def test_static_rejection_needs_no_isolation(monkeypatch):
     src = (FIXTURES / "hacks" / "escape_warnings_os.py").read_text()
     verdict = verify_source(RELU_TASK.read_text(), src, device="cpu", require_isolation=True)
     assert verdict.status == "rejected" and verdict.isolation.startswith("not needed")
+
+
+def _writer(fifo: Path, megabytes: int) -> "subprocess.Popen":
+    import subprocess
+    import sys
+
+    code = (f"import sys\nf = open({str(fifo)!r}, 'wb')\nline = b'x' * (1 << 20)\n"
+            f"for _ in range({megabytes}):\n    f.write(line)\nf.close()\n"
+            f"f = open({str(fifo)!r}, 'ab')\nf.write(b'reopened\\n')\nf.close()\n")
+    return subprocess.Popen([sys.executable, "-c", code])
+
+
+def test_output_past_the_cap_is_cut_off_within_one_pipe_buffer(tmp_path):
+    from kernelrag.verify.capture import CHUNK_BYTES, OutputCapture
+
+    scratch, keep = tmp_path / "scratch", tmp_path / "keep"
+    scratch.mkdir(), keep.mkdir()
+    capture = OutputCapture(scratch, keep, cap_bytes=1 << 20)
+    writer = _writer(scratch / "stdout.txt", megabytes=400)
+    capture.on_cap = writer.kill
+    assert writer.wait(60) != 0                     # killed at the cap, never wrote its 400 MiB
+    capture.stop()
+    assert capture.broken and "stdout/stderr" in capture.broken
+    assert capture.total_bytes <= (1 << 20) + 2 * CHUNK_BYTES
+    assert (keep / "stdout.txt").stat().st_size <= 1 << 20
+
+
+def test_output_under_the_cap_is_kept_whole_even_across_reopening(tmp_path):
+    from kernelrag.verify.capture import OutputCapture
+
+    scratch, keep = tmp_path / "scratch", tmp_path / "keep"
+    scratch.mkdir(), keep.mkdir()
+    capture = OutputCapture(scratch, keep, cap_bytes=8 << 20)
+    assert _writer(scratch / "stderr.txt", megabytes=2).wait(60) == 0
+    assert capture.tail("stderr.txt", 9) == "reopened\n"
+    capture.stop()
+    assert capture.broken is None and (keep / "stderr.txt").stat().st_size == (2 << 20) + 9

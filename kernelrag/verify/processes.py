@@ -234,9 +234,6 @@ class Child:
     def exit_description(self) -> str:
         return describe_exit(self.poll())
 
-    def stderr_tail(self, chars: int = 4000) -> str:
-        return _tail(self.cwd / "stderr.txt", chars)
-
 
 class _Dead:
     """Stands in for a zygote already given back: its child has been reaped."""

@@ -25,7 +25,8 @@ Design (the reasons matter more than the mechanics):
   session and, where the kernel allows, in its own namespaces (``isolation``, ``jail``:
   no view of $HOME or $KERNELRAG_HOME, no network, no other process); on timeout the
   whole process group is killed. A watch thread kills a candidate whose exchange
-  folder or stdout/stderr outgrow their caps (``resource-limit``). A segfault, ``os._exit``
+  folder outgrows its cap, and its stdout/stderr go through pipes the parent drains with
+  a hard cap (``capture``); either makes the verdict ``resource-limit``. A segfault, ``os._exit``
   or CUDA illegal address ends only the candidate process: the parent reads the
   exit status and the stderr tail and reports ``crashed``.
 
@@ -61,6 +62,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import isolation
+from kernelrag.verify.capture import OutputCapture
 from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, prestart_candidate, reference_key, reference_server,
                                         spawn_candidate)
@@ -113,6 +115,7 @@ class Slot:
     scratch: Path
     module_name: str
     iso: Any
+    output: OutputCapture
     child: Child | None = None
     spawned: float = 0.0
 
@@ -124,7 +127,10 @@ class Slot:
         scratch = root / f"c{secrets.token_hex(8)}"
         scratch.mkdir(parents=True)
         isolation.hand_over(scratch, iso)
-        slot = cls(root, scratch, f"kernelrag_candidate_{secrets.token_hex(4)}", iso, spawned=time.monotonic())
+        owner = (isolation.NOBODY, isolation.NOBODY) if iso.active and iso.switch_uid else None
+        output = OutputCapture(scratch, root, isolation.OUTPUT_BYTES, owner)
+        slot = cls(root, scratch, f"kernelrag_candidate_{secrets.token_hex(4)}", iso, output,
+                   spawned=time.monotonic())
         if prestart:
             slot.child = prestart_candidate(scratch / "job.json", scratch, device, readable=list(readable))
         return slot
@@ -132,6 +138,7 @@ class Slot:
     def discard(self) -> None:
         if self.child is not None:
             self.child.kill()
+        self.output.stop()
         if not os.environ.get("KERNELRAG_VERIFY_KEEP"):
             shutil.rmtree(self.root, ignore_errors=True)
 
@@ -176,7 +183,8 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         s.clock["spawn"] = time.monotonic()
         cand = spawn_candidate(scratch / "job.json", scratch, job.device,
                                readable=[job.cache_dir] if job.cache_dir else [])
-    watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], isolation.OUTPUT_BYTES)
+    slot.output.on_cap = cand.kill
+    watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device])
     healthy = False
     try:
         held.shared()
@@ -200,7 +208,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
                 s.timed_out = "correctness trials"
             else:
                 s.crashed = cand.exit_description()
-            s.stderr = cand.stderr_tail()
+            s.stderr = slot.output.tail()
             return s
         s.phase1 = json.loads(files["phase1"].read_text())
         outputs = {tid: e["output"] for tid, e in s.phase1.get("trials", {}).items() if "output" in e}
@@ -229,12 +237,15 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
             s.timed_out = "timing" if wait_for_go else "shutdown"
         else:
             s.crashed = cand.exit_description()
-        s.stderr = cand.stderr_tail()
+        s.stderr = slot.output.tail()
         return s
     finally:
         watch.stop()
-        s.limit = watch.broken
         cand.kill()
+        slot.output.stop()
+        s.limit = slot.output.broken or watch.broken
+        if s.limit:
+            s.stderr = slot.output.tail()
         held.release()
         if healthy:
             ref.send({"cmd": "done"})
@@ -294,11 +305,11 @@ def _all_passed(s: Session) -> bool:
 
 
 class _Watch:
-    """Kills the candidate when its exchange folder or its stdout/stderr outgrow their caps."""
+    """Kills the candidate when its exchange folder outgrows its cap (its stdout and stderr
+    have their own, in ``capture``)."""
 
-    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, output_bytes: int, period_s: float = 0.02):
-        self.cand, self.scratch = cand, scratch
-        self.scratch_bytes, self.output_bytes, self.period_s = scratch_bytes, output_bytes, period_s
+    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, period_s: float = 0.02):
+        self.cand, self.scratch, self.scratch_bytes, self.period_s = cand, scratch, scratch_bytes, period_s
         self.broken: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -313,10 +324,6 @@ class _Watch:
                 return
 
     def check(self) -> str | None:
-        output = sum(_size(self.scratch / name) for name in ("stdout.txt", "stderr.txt"))
-        if output > self.output_bytes:
-            return (f"the candidate wrote {output / 2**20:.1f} MiB to stdout/stderr (cap "
-                    f"{self.output_bytes / 2**20:.0f} MiB) and was killed")
         total, files = 0, 0
         for dirpath, _, names in os.walk(self.scratch):
             files += len(names)
