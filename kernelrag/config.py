@@ -59,6 +59,8 @@ class Settings:
     verify_timeout_s: float = 300.0
     profile: bool = False                  # on a GPU, profile verified kernels once with ncu
     max_rounds: int = 4
+    tune_top_k: int = 4                    # on a GPU, configurations of a verified tunable kernel timed
+                                           # by the verifier (the graph's best first); 0: no config search
     require_isolation: bool | None = None  # refuse to run candidates without an OS sandbox;
                                            # None: on whenever the drafter is an LLM
     verify_isolation: str = "auto"         # auto | unshare | direct | none; the verifier reads it from
@@ -167,6 +169,7 @@ RANGES: dict[str, tuple[float | None, float | None, bool]] = {
     "llm_temperature": (0, 2, True),
     "verify_timeout_s": (0, 86_400, False),
     "max_rounds": (1, 50, True),
+    "tune_top_k": (0, 64, True),
 }
 
 

@@ -5,7 +5,10 @@
    holds the answer comes from memory: no LLM call, one verification.
 2. Rounds until a verdict is ok or ``max_rounds`` is reached: draft (the LLM when
    one is configured, else the offline drafter), verify, and hand the verdict's
-   ``feedback()`` to the next round.
+   ``feedback()`` to the next round. On a GPU a verified kernel with a ``CONFIGS``
+   list then goes through the configuration search (``memory.config_search``, up to
+   ``tune_top_k`` more verifications, or one when memory holds the winner); a faster
+   pinned configuration becomes a last round (drafter "tune").
 3. Write-back (``kernelrag.memory.writeback``): graph evidence for every
    transformation tried (successes and failures with reasons), an optimization log
    (JSONL) ingested into the knowledge store when it is importable, and on success a
@@ -28,9 +31,11 @@ from typing import TYPE_CHECKING, Callable
 from kernelrag.draft.llm import extract_code
 from kernelrag.draft.offline import OfflineDrafter
 from kernelrag.draft.prompts import declared_transformations, kernel_messages
-from kernelrag.errors import ConfigError, LLMError
+from kernelrag.errors import ConfigError, KernelRAGError, LLMError
 from kernelrag.export import new_log_id, write_log
 from kernelrag.memory import writeback
+from kernelrag.memory.config_search import TRANSFORMATION, search_configs, searchable
+from kernelrag.memory.tuning import TuningStore
 from kernelrag.memory.writeback import MEMORY_STATES
 from kernelrag.task import Task
 from kernelrag.types import Cost, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
@@ -247,6 +252,9 @@ class Loop:
                 if r.ok:
                     break
         final = next((r for r in reversed(self.rounds) if r.ok), None)
+        if final is not None:
+            self._tune(final)
+            final = next((r for r in reversed(self.rounds) if r.ok), None)
         last = final or next((r for r in reversed(self.rounds) if r.verdict is not None), None)
         if not reason:
             if final is not None:
@@ -269,6 +277,32 @@ class Loop:
                                        mode=self.write_back, log_id=self.log_id)
         self.cost.seconds = time.perf_counter() - t0
         return result
+
+    def _tune(self, final: Round) -> None:
+        """On a GPU, search the configurations of a verified tunable kernel through the
+        verifier (``memory.config_search``); a pinned winner faster than the kernel as
+        verified becomes the last round."""
+        top_k = self.settings.tune_top_k
+        if top_k < 1 or not searchable(final.draft, final.verdict):
+            return
+        start = time.perf_counter()
+        try:
+            found = search_configs(final.draft, final.verdict, self._verify, TuningStore(self.settings.cache_dir),
+                                   regime=getattr(self.ctx.pattern, "regime", None) or {}, graph=self.parts.graph,
+                                   pattern=self.ctx.signature or None, transformations=final.transformations,
+                                   top_k=top_k, log_id=self.log_id or "", skill=final.skill)
+        except KernelRAGError as exc:       # an unreadable tuning memory must not lose the kernel
+            self.notes.append(f"configuration search skipped: {exc}")
+            return
+        self.notes.append(f"configuration search: {found.note}")
+        won = found.winner_verdict
+        if won is None or not won.ok or won.kernel_ms.median_ms >= final.verdict.kernel_ms.median_ms:
+            self.notes.append("configuration search: the kernel as verified stays")
+            return
+        self._add_round(Round(index=len(self.rounds) + 1, drafter="tune", draft=found.winner_source, verdict=won,
+                              feedback=won.feedback(), skill=final.skill, seconds=time.perf_counter() - start,
+                              transformations=list(dict.fromkeys([*final.transformations, TRANSFORMATION]))),
+                        {"method": "configuration search", "plan": found.note})
 
     def _examples(self) -> list:
         out = []

@@ -196,7 +196,7 @@ class Round:
     """One draft -> verify -> feedback step of the generate loop."""
 
     index: int                        # 1-based
-    drafter: str                      # "llm" | "offline" | "memory"
+    drafter: str                      # "llm" | "offline" | "memory" | "tune" (configuration search)
     draft: str                        # candidate source; "" when the drafter produced none
     verdict: Any | None               # kernelrag.verify.Verdict, None when nothing was verified
     feedback: str                     # what the next round is told

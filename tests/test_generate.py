@@ -248,3 +248,42 @@ def test_an_llm_drafted_candidate_is_never_run_without_os_isolation(empty_seed, 
         with pytest.raises(KernelRAGError, match="OS isolation is required"):
             kr.generate(str(TASK), max_rounds=1, use_memory=False)
         assert len(server.chat_requests) == 1                    # drafted, then refused before running it
+
+
+def test_a_verified_tunable_kernel_goes_through_the_configuration_search_on_a_gpu(kernelrag_home):
+    """The loop's config search, with a stand-in for the GPU verifier (numbers made up here):
+    the pinned winner, faster than the kernel as verified, becomes the last round."""
+    from kernelrag.config import REPO_ROOT
+    from kernelrag.generate import Loop, Parts
+    from kernelrag.memory.tuning import TuningStore, source_configs
+    from kernelrag.verify.verdict import Timing, Verdict
+
+    class FakeSession:
+        def __init__(self):
+            self.pinned = []
+
+        def verify_source(self, task_src, candidate, **options):
+            configs = source_configs(candidate)
+            ms = 5.0 if len(configs) > 1 else 1.0 + configs[0]["BLOCK_N"] / 256
+            if len(configs) == 1:
+                self.pinned.append(configs[0])
+            return Verdict(ok=True, status="correct", reason="matches the reference", compiled=True, correct=True,
+                           device="cuda", gpu="NVIDIA H200", timed=True, trials=5, torch_version="2.11.0",
+                           triton_version="3.6.0", kernel_ms=Timing(ms, 0.01, 100), eager_ms=Timing(6.0, 0.01, 100))
+
+    kr = KernelRAG(device="cpu", tune_top_k=3)
+    retriever = kr._retriever()
+    session = FakeSession()
+    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
+                  notes=[], verifier=session)
+    task = REPO_ROOT / "skills" / "matmul_add_relu" / "linear_relu_tf32x3" / "reference.py"
+    result = Loop(parts, task, max_rounds=1, write_back="evidence").run()
+    assert result.ok and [r.drafter for r in result.rounds] == ["memory", "tune"], result.reason
+    assert len(session.pinned) == 3                                   # tune_top_k verifications
+    tuned = result.rounds[-1]
+    assert result.source == tuned.draft and len(source_configs(tuned.draft)) == 1
+    assert "autotuned_block_sizes" in tuned.transformations
+    assert tuned.verdict.kernel_ms.median_ms == min(1.0 + c["BLOCK_N"] / 256 for c in session.pinned)
+    stored = json.loads((kr.settings.cache_dir / "tuning.json").read_text())["entries"]
+    assert len(stored) == 1 and len(next(iter(stored.values()))["results"]) == 3
+    assert isinstance(TuningStore(kr.settings.cache_dir).path, Path)

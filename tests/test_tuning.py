@@ -175,3 +175,86 @@ def test_fp32_gemm_bench_records_each_path_against_cublas_fp32(tmp_path):
     lines = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
     reloaded = ReasoningGraph(load_settings(home=tmp_path / "other"))
     assert len(reloaded.record_many(lines)) == 6                               # valid evidence records
+
+
+# --- the configuration search through the verifier (kernelrag/memory/config_search.py) ---
+def _verdict(ms=None, status="correct"):
+    from kernelrag.verify.verdict import Timing, Verdict
+
+    correct = status == "correct"
+    return Verdict(ok=correct, status=status, correct=correct, reason=status, gpu=ENV["gpu"], device="cuda",
+                   torch_version=ENV["torch"], triton_version=ENV["triton"],
+                   kernel_ms=Timing(ms, 0.01, 100) if ms is not None and correct else None)
+
+
+class FakeVerifier:
+    """Stands in for the GPU verifier: a median per pinned BLOCK_M, or a failure; records each call."""
+
+    def __init__(self, ms_by_block_m, fail=()):
+        self.ms, self.fail, self.calls = ms_by_block_m, set(fail), []
+
+    def __call__(self, source):
+        from kernelrag.memory.tuning import source_configs
+
+        [cfg] = source_configs(source)              # the candidate is pinned to one configuration
+        self.calls.append(cfg["BLOCK_M"])
+        if cfg["BLOCK_M"] in self.fail:
+            return _verdict(status="incorrect")
+        return _verdict(self.ms[cfg["BLOCK_M"]])
+
+
+REGIME = {"input_shapes": [[4096, 4096], [4096, 4096]], "output_shape": [4096, 4096], "dtypes": ["float32"] * 2}
+
+
+def test_source_configs_reads_the_configs_list_without_running_it():
+    from kernelrag.memory.tuning import source_configs
+
+    configs = source_configs(KERNEL.read_text())
+    assert len(configs) > 1 and all("BLOCK_M" in c and "num_warps" in c for c in configs)
+    assert source_configs("CONFIGS = [make()]\n") == [] and source_configs("x = (") == []
+    assert source_configs(pinned_source(KERNEL.read_text(), configs[1])) == [configs[1]]
+
+
+def test_the_search_times_the_top_configs_through_the_verifier_and_remembers_the_winner(tmp_path):
+    from kernelrag.memory.config_search import search_configs, searchable
+    from kernelrag.memory.tuning import source_configs
+
+    source = KERNEL.read_text()
+    configs = source_configs(source)
+    block_ms = {c["BLOCK_M"]: 1.0 + i for i, c in enumerate(configs)}
+    fastest = min(block_ms, key=block_ms.get)
+    assert searchable(source, _verdict(5.0)) and not searchable(source, _verdict(status="incorrect"))
+    store, graph = TuningStore(tmp_path), ReasoningGraph(load_settings())
+    verify = FakeVerifier(block_ms)
+    found = search_configs(source, _verdict(5.0), verify, store, regime=REGIME, graph=graph, pattern="matmul",
+                           transformations=["tiling"], top_k=len(configs))
+    assert not found.from_memory and found.winner["BLOCK_M"] == fastest
+    assert found.winner_verdict.kernel_ms.median_ms == block_ms[fastest]
+    assert source_configs(found.winner_source) == [found.winner]
+    assert found.graph_records == len(configs) and len(verify.calls) == len(configs)
+    # the next task with the same key: one verification of the stored winner, no search
+    again = FakeVerifier(block_ms)
+    second = search_configs(source, _verdict(5.0), again, store, regime=REGIME, graph=graph, pattern="matmul")
+    assert second.from_memory and again.calls == [fastest] and second.winner == found.winner
+    # other shapes are another key: searched afresh
+    other = dict(REGIME, input_shapes=[[2048, 2048], [2048, 2048]])
+    third = FakeVerifier(block_ms)
+    assert not search_configs(source, _verdict(5.0), third, store, regime=other, top_k=2).from_memory
+    assert len(third.calls) == 2
+
+
+def test_a_stored_winner_that_fails_again_is_marked_and_the_search_goes_on(tmp_path):
+    from kernelrag.memory.config_search import search_configs, tuning_key
+    from kernelrag.memory.tuning import source_configs
+
+    source = KERNEL.read_text()
+    configs = source_configs(source)
+    block_ms = {c["BLOCK_M"]: 1.0 + i for i, c in enumerate(configs)}
+    store = TuningStore(tmp_path)
+    first = search_configs(source, _verdict(5.0), FakeVerifier(block_ms), store, regime=REGIME, top_k=2)
+    broken = FakeVerifier(block_ms, fail={first.winner["BLOCK_M"]})
+    found = search_configs(source, _verdict(5.0), broken, store, regime=REGIME, top_k=2)
+    assert not found.from_memory and "failed when verified again" in found.note
+    entry = store.get(tuning_key(source, _verdict(5.0), REGIME))
+    assert entry["results"][config_id(first.winner)]["status"] == "incorrect"
+    assert found.winner is not None and found.winner != first.winner

@@ -154,6 +154,34 @@ def rank_configs(configs: list[Any], graph: Any = None, pattern: str | None = No
     return sorted(dicts, key=lambda c: (-score(c), order[config_id(c)]))
 
 
+def source_configs(source: str) -> list[dict[str, Any]]:
+    """The configurations of a kernel source's module-level ``CONFIGS = [triton.Config(...)]``
+    list, read without running it (literal arguments only); [] when there is none."""
+    import ast
+
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    target = next((n for n in tree.body if isinstance(n, ast.Assign) and len(n.targets) == 1
+                   and isinstance(n.targets[0], ast.Name) and n.targets[0].id == "CONFIGS"), None)
+    if target is None or not isinstance(target.value, (ast.List, ast.Tuple)):
+        return []
+    configs = []
+    for call in target.value.elts:
+        if not (isinstance(call, ast.Call) and getattr(call.func, "attr", getattr(call.func, "id", "")) == "Config"):
+            return []
+        try:
+            meta = ast.literal_eval(call.args[0]) if call.args else {}
+            extra = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords if kw.arg in META_KEYS}
+        except ValueError:
+            return []
+        if not isinstance(meta, dict):
+            return []
+        configs.append({**meta, **extra})
+    return configs
+
+
 def pinned_source(source: str, config: dict[str, Any], note: str = "") -> str:
     """The kernel source with its module-level ``CONFIGS = [...]`` reduced to ``config``.
 
@@ -235,15 +263,17 @@ def autotune(key: TuningKey, configs: list[Any], launch: Callable[[dict[str, Any
     store.update(key, stored, best)
     n_records = 0
     if graph is not None and pattern is not None and todo:
-        n_records = _record(graph, key, [config_id(c) for c in todo], stored, best, pattern,
+        n_records = record_configs(graph, key, [config_id(c) for c in todo], stored, best, pattern,
                             transformations or [], regime, log_id, skill)
     return TuneResult(key.id, stored[best]["config"] if best else None, ok[best]["median_ms"] if best else None,
                       False, reverified, [config_id(c) for c in todo], stored, n_records)
 
 
-def _record(graph: Any, key: TuningKey, timed: list[str], stored: dict[str, dict[str, Any]], best: str | None,
-            pattern: str, transformations: list[str], regime: dict[str, Any] | None, log_id: str,
-            skill: str | None) -> int:
+def record_configs(graph: Any, key: TuningKey, timed: list[str], stored: dict[str, dict[str, Any]],
+                   best: str | None, pattern: str, transformations: list[str], regime: dict[str, Any] | None,
+                   log_id: str, skill: str | None) -> int:
+    """One graph record per configuration timed: the winner "success", the rest "slower",
+    "incorrect", "compile_error" or "crashed"; the number written."""
     best_ms = stored[best]["median_ms"] if best else None
     tids = list(dict.fromkeys([*transformations, "autotuned_block_sizes"]))
     records = []
