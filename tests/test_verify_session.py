@@ -219,3 +219,30 @@ def test_phases_ignore_what_a_candidate_writes_into_its_clock():
                         "durations": {"timing": 2.0, "evil": 1.0, "warmup": [1]}})
     ph = phases(s)
     assert ph.seconds == {"process_start": 1.0, "reference_build": 0.5, "timing": 2.0}
+
+
+@pytest.mark.slow
+def test_the_baselines_inductor_backend_compiles_holding_nothing_and_asks_before_it_runs(monkeypatch):
+    """torch.compile with the reference process's gated backend (here inductor's CPU code):
+    compiled first, then one "need_gpu" before the compiled code's first call, none after."""
+    import io
+
+    import torch
+
+    from kernelrag.verify import compiled as K
+
+    sent = []
+    monkeypatch.setattr(K, "_send", [sent.append])
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"cmd": "gpu"}) + "\n"))
+    K._GPU_GRANTED.clear()
+    model = torch.nn.Sequential(torch.nn.Linear(32, 32), torch.nn.ReLU())
+    fast = torch.compile(model, backend=K._gated_inductor)
+    x = torch.randn(4, 32)
+    torch.testing.assert_close(fast(x), model(x))
+    torch.testing.assert_close(fast(x), model(x))
+    assert sent == [{"phase": "need_gpu"}]
+    K._GPU_GRANTED.clear()
+    monkeypatch.setattr("sys.stdin", io.StringIO(json.dumps({"cmd": "stop"}) + "\n"))
+    torch._dynamo.reset()
+    with pytest.raises(RuntimeError, match="did not grant the GPU"):
+        torch.compile(model, backend=K._gated_inductor)(x)
