@@ -84,7 +84,7 @@ def test_attention_is_two_gemms_around_a_softmax():
 
 def test_fusion_plan_is_one_kernel_for_a_gemm_chain():
     draft = lower((TASKS / "gemm_bias_gelu_residual.py").read_text(), "gemm_bias_gelu_residual")
-    assert draft.reason.count("[tiled]") == 1 and "linear > gelu > add" in draft.reason
+    assert draft.reason.count("[tf32x3]") == 1 and "linear > gelu > add" in draft.reason
     assert "epilogue_fusion" in draft.transformations and "tf32x3" in draft.transformations
 
 
