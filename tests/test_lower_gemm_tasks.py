@@ -69,8 +69,11 @@ def test_fixture_task_lowers_and_matches(task, templates):
     ("linear_gelu", ["gemm"]),
     ("bmm", ["gemm"]),
     ("linear_geglu", ["gemm", "elementwise"]),                   # chunk: two views of one GEMM output
-    ("depthwise_conv1d_causal_silu", ["conv", "elementwise"]),   # x[..., :-k]: a view between kernels
-    ("adaptive_avg_pool2d_linear", ["rowwise", "gemm"]),         # a global pool is a mean
+    ("depthwise_conv1d_causal_silu", ["conv"]),                  # x[..., :-k] folded into the conv as a crop
+    ("depthwise_separable_conv2d_relu6", ["conv"]),              # direct depthwise, implicit-GEMM pointwise
+    ("conv_transpose2d_bias_silu", ["conv"]),                    # one GEMM per output phase
+    ("conv2d_batch_norm_eval_relu", ["conv"]),                   # the whole batch norm in the epilogue
+    ("adaptive_avg_pool2d_linear", ["pool", "gemm"]),            # a global pool: many short rows per program
 ])
 def test_suite_task_lowers_and_matches(task, templates):
     run_lowered(SUITE / f"{task}.py", templates)
