@@ -73,6 +73,7 @@ def test_fixture_task_lowers_and_matches(task, templates):
     ("depthwise_separable_conv2d_relu6", ["conv"]),              # direct depthwise, implicit-GEMM pointwise
     ("conv_transpose2d_bias_silu", ["conv"]),                    # one GEMM per output phase
     ("conv2d_batch_norm_eval_relu", ["conv"]),                   # the whole batch norm in the epilogue
+    ("batch_norm_eval_relu", ["channelwise"]),
     ("adaptive_avg_pool2d_linear", ["pool", "gemm"]),            # a global pool: many short rows per program
 ])
 def test_suite_task_lowers_and_matches(task, templates):
