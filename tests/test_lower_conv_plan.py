@@ -102,10 +102,14 @@ def test_inference_batch_norm_is_a_per_channel_pass():
     assert "per_channel_hoisting" in draft.transformations
     assert "tl.rsqrt" in draft.source and "% n3" not in draft.source     # no per-element 4-D index math
     check(source, "bn")
+
+
+@pytest.mark.parametrize("shape", ["2, 6, 5, 7", "3, 6, 11", "2, 6, 3, 2, 5"])
+def test_per_channel_chains_with_a_residual(shape):
     residual = small_task("torch.relu(F.batch_norm(x, self.m, self.v, self.w, self.b) + x * 0.5)",
                           "self.register_buffer('m', torch.zeros(6))\nself.register_buffer('v', torch.ones(6))\n"
                           "self.w = nn.Parameter(torch.ones(6))\nself.b = nn.Parameter(torch.zeros(6))",
-                          "torch.randn(2, 6, 5, 7)")
+                          f"torch.randn({shape})")
     assert [r.template.name for r in regions(residual)] == ["channelwise"]
     check(residual, "bn_residual", shrunk=False)
 
