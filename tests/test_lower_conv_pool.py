@@ -1,4 +1,4 @@
-"""The convolution (implicit GEMM) and pooling templates under Triton's interpreter, against PyTorch."""
+"""The convolution (implicit GEMM, direct) and pooling templates under Triton's interpreter, against PyTorch."""
 from __future__ import annotations
 
 import os
@@ -11,8 +11,9 @@ import torch
 import torch.nn.functional as F
 
 from kernelrag.draft.lower.conv import ConvSpec, render_conv
+from kernelrag.draft.lower.conv_direct import render_direct_conv
 from kernelrag.draft.lower.gemm_spec import LoweringError, Step, steps_code
-from kernelrag.draft.lower.pool import PoolSpec, out_size, render_pool
+from kernelrag.draft.lower.pool import PoolSpec, out_size, render_global_pool, render_pool
 
 
 def load(rendered):
@@ -58,6 +59,95 @@ def test_transposed_convolution(dims, ks, stride, pad, dil, groups, outpad, cin,
     out = conv(x, w)
     assert out.shape == ref.shape
     assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("dims,ks,stride,pad,dil,groups,cin,cout,size", [
+    (1, (4,), (1,), (3,), (1,), 8, 8, 8, (37,)),                      # depthwise causal (uncropped)
+    (2, (3, 3), (1, 1), (1, 1), (1, 1), 4, 4, 4, (8, 9)),             # depthwise 3x3
+    (2, (3, 3), (2, 2), (0, 0), (1, 1), 4, 4, 8, (9, 8)),             # channel multiplier 2, stride
+    (2, (3, 2), (2, 1), (1, 0), (2, 1), 2, 6, 4, (12, 10)),           # 3 input channels per group
+    (3, (3, 2, 3), (1, 2, 1), (1, 0, 1), (1, 1, 2), 2, 4, 4, (5, 6, 7)),
+])
+def test_direct_convolution(dims, ks, stride, pad, dil, groups, cin, cout, size):
+    torch.manual_seed(6)
+    rendered = render_direct_conv(ConvSpec(dims, ks, stride, pad, dil, groups))
+    assert "tl.dot(" not in rendered.source and "direct_convolution" in rendered.transformations
+    x, w = torch.randn(2, cin, *size), torch.randn(cout, cin // groups, *ks)
+    ref = CONV[dims](x.double(), w.double(), None, stride, pad, dil, groups)
+    out = load(rendered)(x, w)
+    assert out.shape == ref.shape
+    assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("dims,ks,stride,pad,dil,groups,outpad,cin,cout,size", [
+    (2, (4, 4), (2, 2), (1, 1), (1, 1), 4, (0, 0), 4, 4, (5, 6)),
+    (1, (3,), (3,), (1,), (2,), 2, (2,), 4, 2, (7,)),
+])
+def test_direct_transposed_convolution(dims, ks, stride, pad, dil, groups, outpad, cin, cout, size):
+    torch.manual_seed(7)
+    conv = load(render_direct_conv(ConvSpec(dims, ks, stride, pad, dil, groups, transposed=True,
+                                            output_padding=outpad)))
+    x, w = torch.randn(2, cin, *size), torch.randn(cin, cout // groups, *ks)
+    ref = CONV_T[dims](x.double(), w.double(), None, stride, pad, outpad, groups, dil)
+    out = conv(x, w)
+    assert out.shape == ref.shape
+    assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
+@pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")    # inf - inf, as in the reference
+def test_strided_transposed_convolution_runs_one_gemm_per_output_phase():
+    spec = ConvSpec(2, (4, 3), (2, 2), (1, 1), (1, 1), transposed=True, output_padding=(1, 1))
+    rendered = render_conv(spec)
+    assert spec.phases and "sub_pixel_phases" in rendered.transformations
+    assert "_phase_weight_kernel" in rendered.source
+    assert not ConvSpec(2, (3, 3), (2, 2), (1, 1), (2, 1), transposed=True).phases     # dilation: masked gather
+    torch.manual_seed(8)
+    x, w = torch.randn(2, 4, 5, 4), torch.randn(4, 6, 4, 3)
+    x[0, 0, 2, 1] = float("inf")    # an input must not meet the zero weight of a tap past the kernel
+    ref = F.conv_transpose2d(x.double(), w.double(), None, (2, 2), (1, 1), (1, 1))
+    out = load(rendered)(x, w)
+    assert torch.equal(torch.isnan(out), torch.isnan(ref)) and torch.equal(torch.isinf(out), torch.isinf(ref))
+    ok = torch.isfinite(ref)
+    assert (out.double() - ref)[ok].abs().max().item() < 1e-5 * ref[ok].abs().max().item()
+
+
+@pytest.mark.parametrize("direct", [False, True])
+def test_a_crop_computes_only_the_kept_outputs(direct):
+    torch.manual_seed(9)
+    render = render_direct_conv if direct else render_conv
+    causal = load(render(ConvSpec(1, (4,), (1,), (3,), (1,), crop=((None, -3),))))
+    x, w = torch.randn(2, 6, 11), torch.randn(6, 1, 4)
+    ref = F.conv1d(x.double(), w.double(), None, 1, 3, 1, 6)[..., :-3]
+    out = causal(x, w)
+    assert out.shape == ref.shape == (2, 6, 11)
+    assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+    window = load(render(ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1), crop=((1, -2), (None, 4)))))
+    x, w = torch.randn(2, 3, 9, 8), torch.randn(5, 3, 3, 3)
+    ref = F.conv2d(x.double(), w.double(), None, 1, 1)[:, :, 1:-2, :4]
+    assert (window(x, w).double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+    with pytest.raises(ValueError, match="empty or strided"):
+        window(torch.randn(1, 3, 2, 2), w)
+
+
+@pytest.mark.parametrize("kind", ["avg", "max"])
+@pytest.mark.parametrize("dims,size", [(1, (37,)), (2, (7, 7)), (3, (3, 4, 5))])
+def test_global_pool(kind, dims, size):
+    torch.manual_seed(10)
+    pool = load(render_global_pool(kind, dims, name="gpool"))
+    x = torch.randn(3, 5, *size)
+    x.view(-1)[7] = float("nan") if kind == "max" else x.view(-1)[7]
+    fn = getattr(F, f"adaptive_{kind}_pool{dims}d")
+    torch.testing.assert_close(pool(x), fn(x, 1), equal_nan=True, rtol=1e-6, atol=1e-6)
+    if dims == 2:                # a channels-last input is read through its strides (one copy when flattened)
+        xc = x.contiguous(memory_format=torch.channels_last)
+        torch.testing.assert_close(pool(xc), fn(x, 1), equal_nan=True, rtol=1e-6, atol=1e-6)
+
+
+def test_global_pool_epilogue():
+    pool = load(render_global_pool("avg", 2, steps_code((Step("add", ("acc", "e0")), Step("relu", ("acc",)))), 1,
+                                   name="gpool"))
+    x, b = torch.randn(2, 6, 5, 5), torch.randn(6, 1, 1)
+    torch.testing.assert_close(pool(x, b), torch.relu(x.mean((2, 3), keepdim=True) + b), rtol=1e-6, atol=1e-6)
 
 
 def test_conv_bias_relu_residual_epilogue():

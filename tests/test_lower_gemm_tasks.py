@@ -69,8 +69,12 @@ def test_fixture_task_lowers_and_matches(task, templates):
     ("linear_gelu", ["gemm"]),
     ("bmm", ["gemm"]),
     ("linear_geglu", ["gemm", "elementwise"]),                   # chunk: two views of one GEMM output
-    ("depthwise_conv1d_causal_silu", ["conv", "elementwise"]),   # x[..., :-k]: a view between kernels
-    ("adaptive_avg_pool2d_linear", ["rowwise", "gemm"]),         # a global pool is a mean
+    ("depthwise_conv1d_causal_silu", ["conv"]),                  # x[..., :-k] folded into the conv as a crop
+    ("depthwise_separable_conv2d_relu6", ["conv"]),              # direct depthwise, implicit-GEMM pointwise
+    ("conv_transpose2d_bias_silu", ["conv"]),                    # one GEMM per output phase
+    ("conv2d_batch_norm_eval_relu", ["conv"]),                   # the whole batch norm in the epilogue
+    ("batch_norm_eval_relu", ["channelwise"]),
+    ("adaptive_avg_pool2d_linear", ["pool", "gemm"]),            # a global pool: many short rows per program
 ])
 def test_suite_task_lowers_and_matches(task, templates):
     run_lowered(SUITE / f"{task}.py", templates)
@@ -84,7 +88,7 @@ def test_attention_is_two_gemms_around_a_softmax():
 
 def test_fusion_plan_is_one_kernel_for_a_gemm_chain():
     draft = lower((TASKS / "gemm_bias_gelu_residual.py").read_text(), "gemm_bias_gelu_residual")
-    assert draft.reason.count("[tiled]") == 1 and "linear > gelu > add" in draft.reason
+    assert draft.reason.count("[tf32x3]") == 1 and "linear > gelu > add" in draft.reason
     assert "epilogue_fusion" in draft.transformations and "tf32x3" in draft.transformations
 
 

@@ -13,6 +13,7 @@ from typing import Any
 
 from kernelrag.draft.codegen import CodegenError, _function_name
 from kernelrag.draft.lower.decompose import Decomposer
+from kernelrag.draft.lower.decompose_conv import fold_conv_crops
 from kernelrag.draft.lower.values import IrRef, Unsupported, kind_of_dtype
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.patterns.canon import normalise_name
@@ -83,4 +84,5 @@ def build_graph(module: Any) -> tuple[Graph, Any]:
     if not graph.outputs:
         raise Unsupported("the model returns nothing")
     dec.check_no_pending(graph.outputs)
+    fold_conv_crops(graph)       # conv(x)[..., :-k]: the conv computes only the kept outputs
     return graph, model

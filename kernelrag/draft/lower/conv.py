@@ -8,20 +8,31 @@ group g, with Cg = C_in / groups input and Fg = C_out / groups output channels:
     K = Cg * prod(KS)        one term per (input channel, kernel tap)
 
 B is the weight seen as [Fg, K] (K-major, contiguous in nn.Conv's layout: the 3xTF32
-tensor-core path reads it as it is). The A tile [BLOCK_M, BLOCK_K] is gathered from
-the input on the fly: row m gives (n, o), column k gives (c, tap), and the element
-is x[n, g * Cg + c, o * stride - padding + tap * dilation], or 0 in the padding.
-So the input is read about prod(KS) / prod(stride) times from cache, but from DRAM
+tensor-core path reads it as it is). The A tile is gathered from the input on the
+fly: row m gives (n, o), column k gives (c, tap), and the element is
+x[n, g * Cg + c, o * stride - padding + tap * dilation], or 0 in the padding. It is
+gathered as A^T [BLOCK_K, BLOCK_M], output positions along the fast axis, so
+neighbouring threads read neighbouring input elements (one 128-byte line per warp
+where a K-fast gather touches one line per tap row), and transposed in registers for
+tl.dot. The input is read about prod(KS) / prod(stride) times from cache, from DRAM
 about once, and the im2col matrix (K times larger than the input) never exists.
-FLOPs: 2 * M * Fg * K * groups; bytes: input + weight + output.
+FLOPs: 2 * M * Fg * K * groups; bytes: input + weight + output. The tile (BLOCK_M,
+BLOCK_N, BLOCK_K, warps, stages) comes from the shape through ``tiles.CONV_TILES``.
 
 A transposed convolution is the gradient of a convolution with respect to its
-input: output position o receives x[i] * w[tap] wherever o = i * stride - padding +
-tap * dilation. Gathered per output, i = (o + padding - tap * dilation) / stride must
-be a whole number inside the input, so the same kernel runs with that index map and
-a divisibility mask (1 / prod(stride) of the taps hit; the others load nothing).
-Its weight [C_in, Fg, *KS] is rearranged once to [groups, Fg, K] (a copy of the
-weight only) so B is K-major in both cases.
+input: output o receives x[i] * w[tap] wherever o = i * stride - padding + tap *
+dilation. With dilation 1 it splits into prod(stride) ordinary convolutions, one per
+output phase o % stride (sub-pixel decomposition): for outputs o = ph + stride * j
+only the taps t = r + stride * u with r = (ph + padding) % stride hit, at input
+i = q + j - u, q = (ph + padding - r) / stride. Each phase is one implicit GEMM with
+K = Cg * prod(ceil(KS / stride)), so no MMA work is spent on taps that miss (a
+divisibility mask would waste 1 - 1 / prod(stride) of it). The weight [C_in, Fg, *KS]
+is rearranged once per call, in one pass, to [prod(stride), groups, Fg, K] (K-major,
+zero where a residue has fewer taps). With dilation > 1 the gather keeps the
+divisibility mask over all taps.
+
+A slice of the output right after the convolution (``conv(x)[..., :-k]``, a causal
+convolution) is folded in as a crop: only the kept outputs are computed (``crop``).
 
 Fusion points. The epilogue runs on the fp32 accumulator of a finished output tile:
 bias, activations, residuals and per-channel scales (extra tensors broadcast to the
@@ -33,7 +44,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered
+from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, rendered
+from kernelrag.draft.lower.tiles import CONV_TILES, PICK_TILE, table_source
 
 
 @dataclass(frozen=True)
@@ -50,6 +62,7 @@ class ConvSpec:
     epilogue: str = ""                          # lines computing ``acc`` from ``acc``, e0.. (gemm_spec)
     n_extra: int = 0
     name: str = "conv"
+    crop: tuple = ()                            # per spatial dim (start, stop) of the kept outputs, or ()
 
     def __post_init__(self):
         if self.dims not in (1, 2, 3):
@@ -57,155 +70,274 @@ class ConvSpec:
         for field_name in ("kernel_size", "stride", "padding", "dilation"):
             if len(getattr(self, field_name)) != self.dims:
                 raise LoweringError(f"{field_name} {getattr(self, field_name)} does not have {self.dims} entries")
+        if self.crop and len(self.crop) != self.dims:
+            raise LoweringError(f"crop {self.crop} does not have {self.dims} (start, stop) entries")
+
+    @property
+    def phases(self) -> bool:
+        """A transposed convolution split by output phase (dilation 1)."""
+        return self.transposed and all(d == 1 for d in self.dilation)
 
 
-_KERNEL = '''@triton.jit
-def {name}_kernel(
-    x_ptr,  # input [N, C_in, {in_dims}] through its strides
-    w_ptr,  # weight as [groups, Fg, K], contiguous (K-major)
-    y_ptr,  # output [N, C_out, {out_dims}] through its strides
-{extra_args}    M, Fg, K, Cg,  # GEMM sizes of one group (M = N * output positions); input channels per group
-    {sizes},  # input and output spatial sizes
-    s_xn, s_xc, {x_strides},  # element strides of the input
-    s_yn, s_yc, {y_strides},  # element strides of the output
-{extra_strides}{constexprs}    BLOCK_M: tl.constexpr,  # output positions per program
-    BLOCK_N: tl.constexpr,  # output channels per program
-    BLOCK_K: tl.constexpr,  # (channel, tap) pairs per K step
-    PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU), "tf32x3" (3xTF32 on CUDA)
-):
-    pid = tl.program_id(0)
-    g = tl.program_id(1)  # the group: its own slice of input and output channels
-    num_pid_n = tl.cdiv(Fg, BLOCK_N)
-    offs_m = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)
-    m_ok = offs_m < M
-    n_ok = offs_n < Fg
-    # row m -> (n, output position), innermost spatial dim fastest (the output's layout)
-{decompose_m}    x_rows = x_ptr + n_idx.to(tl.int64) * s_xn + (g * Cg).to(tl.int64) * s_xc
-    w_cols = w_ptr + (g * Fg).to(tl.int64) * K + offs_n[None, :].to(tl.int64) * K
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        ks = k0 + tl.arange(0, BLOCK_K)
-        k_ok = ks < K
-        # column k -> (input channel c, kernel tap), taps innermost (the weight's layout)
-{decompose_k}{gather}        a = tl.load(x_rows[:, None] + c_idx[None, :].to(tl.int64) * s_xc + offset, mask=ok, other=0.0)
-        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+def spatial(prefix: str, d: int) -> list[str]:
+    return [f"{prefix}{i}" for i in range(d)]
 
-    out_ok = m_ok[:, None] & n_ok[None, :]
-    co = g * Fg + offs_n  # absolute output channel
-    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + {y_pos}
-{epilogue}    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)
-'''
 
-_LAUNCHER = '''
-
-def {name}(x, w, {extras_sig}precision=None):
-    """{what} of x [N, C_in, {in_dims}] with weight {w_layout}, epilogue fused."""
-    D = {dims}
-    if x.ndim != D + 2 or w.ndim != D + 2:
-        raise ValueError(f"{name}: need x [N, C, {in_dims}] and a {{D + 2}}-D weight, got {{tuple(x.shape)}}, "
-                         f"{{tuple(w.shape)}}")
-    if x.dtype != w.dtype:
-        raise TypeError(f"{name}: input is {{x.dtype}} but weight is {{w.dtype}}")
-    Nb, C_in = x.shape[0], x.shape[1]
-    G = {groups_expr}
-    L = list(x.shape[2:])
-    KS, S, P, DL, OP = {ks}, {stride}, {padding}, {dilation}, {outpad}
-    if {transposed}:
-        Cg, Fg = C_in // G, w.shape[1]
-        O = [(L[d] - 1) * S[d] - 2 * P[d] + DL[d] * (KS[d] - 1) + OP[d] + 1 for d in range(D)]
-        # [C_in, Fg, *KS] -> [G, Fg, Cg * prod(KS)]: a copy of the weight only, so B is K-major
-        wg = w.reshape(G, Cg, Fg, -1).permute(0, 2, 1, 3).contiguous().reshape(G, Fg, -1)
+def launcher_sizes(spec: ConvSpec, name: str) -> str:
+    """Launcher lines that check x and w and set Nb, C_in, G, Cg, Fg, L, O and the crop CR."""
+    D = spec.dims
+    if spec.transposed:
+        groups = "C_in" if spec.depthwise else str(spec.groups)
+        sizes = ("    Cg, Fg = C_in // G, w.shape[1]\n"
+                 "    O = [(L[d] - 1) * S[d] - 2 * P[d] + DL[d] * (KS[d] - 1) + OP[d] + 1 for d in range(D)]\n")
     else:
-        Cg, Fg = w.shape[1], w.shape[0] // G
-        O = [(L[d] + 2 * P[d] - DL[d] * (KS[d] - 1) - 1) // S[d] + 1 for d in range(D)]
-        wg = w.reshape(G, Fg, -1).contiguous()       # already [C_out, Cg * prod(KS)]: a view
-    if C_in != Cg * G or min(O) <= 0:
-        raise ValueError(f"{name}: input {{tuple(x.shape)}} does not fit weight {{tuple(w.shape)}} with groups={{G}}"
-                         f" (output sizes {{O}})")
-    K = wg.shape[2]
-    y = torch.empty((Nb, Fg * G, *O), device=x.device, dtype=x.dtype)
-    extras = [e.expand(y.shape) for e in ({extras_tuple})]
-    e_st = [s for e in extras for s in e.stride()]
-    M = Nb
-    for o in O:
-        M *= o
-    if precision is None:
-        precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
-    BM, BN, BK, warps = (128, 64, 32, 8) if x.is_cuda and M >= 4096 else (64 if x.is_cuda else 32, 32, 16, 4)
-    BN = min(BN, max(16, triton.next_power_of_2(Fg)))
-    grid = (triton.cdiv(M, BM) * triton.cdiv(Fg, BN), G)
-    {name}_kernel[grid](
-        x, wg, y, {extras_call}M, Fg, K, Cg, *L, *O, *x.stride(), *y.stride(), *e_st,
-        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps)
-    return y
+        groups = "C_in // w.shape[1]  # the weight [C_out, C_in / groups, *KS] gives the group count"
+        sizes = ("    Cg, Fg = w.shape[1], w.shape[0] // G\n"
+                 "    O = [(L[d] + 2 * P[d] - DL[d] * (KS[d] - 1) - 1) // S[d] + 1 for d in range(D)]\n")
+    outpad = tuple(spec.output_padding) or (0,) * D
+    return (f"    D = {D}\n"
+            f"    if x.ndim != D + 2 or w.ndim != D + 2:\n"
+            f"        raise ValueError(f\"{name}: need x [N, C, {', '.join(spatial('L', D))}] and a {{D + 2}}-D weight, "
+            f"got {{tuple(x.shape)}}, {{tuple(w.shape)}}\")\n"
+            f"    if x.dtype != w.dtype:\n"
+            f"        raise TypeError(f\"{name}: input is {{x.dtype}} but weight is {{w.dtype}}\")\n"
+            f"    Nb, C_in = x.shape[0], x.shape[1]\n"
+            f"    G = {groups}\n"
+            f"    L = list(x.shape[2:])\n"
+            f"    KS, S, P, DL, OP = {tuple(spec.kernel_size)}, {tuple(spec.stride)}, {tuple(spec.padding)}, "
+            f"{tuple(spec.dilation)}, {outpad}\n"
+            + sizes +
+            f"    if C_in != Cg * G or min(O) <= 0:\n"
+            f"        raise ValueError(f\"{name}: input {{tuple(x.shape)}} does not fit weight {{tuple(w.shape)}} "
+            f"with groups={{G}} (output sizes {{O}})\")\n"
+            f"    CR = [0] * D\n"
+            f"    CROP = {tuple(spec.crop)!r}  # the slice taken of the output, folded in: kept outputs only\n"
+            f"    if CROP:\n"
+            f"        kept = [range(O[d])[slice(*CROP[d])] for d in range(D)]\n"
+            f"        if any(r.step != 1 or len(r) == 0 for r in kept):\n"
+            f"            raise ValueError(f\"{name}: the slice {{CROP}} of outputs {{O}} is empty or strided\")\n"
+            f"        CR, O = [r.start for r in kept], [len(r) for r in kept]\n")
+
+
+def extras_code(spec: ConvSpec, rows: str, cols: str, pos: list[str], mask: str) -> str:
+    """Loads of the epilogue's extra tensors at the tile (rows/cols index expressions), then
+    the epilogue lines."""
+    D = spec.dims
+    out = ""
+    for i in range(spec.n_extra):
+        at = " + ".join(f"{pos[d]}.to(tl.int64) * s_e{i}_{d + 2}" for d in range(D))
+        out += (f"    e{i} = tl.load(e{i}_ptr + {rows}.to(tl.int64) * s_e{i}_0 + {cols}.to(tl.int64) * s_e{i}_1"
+                f" + {at}, mask={mask}, other=0.0).to(tl.float32)\n")
+    return out + "".join(f"    {line}\n" for line in spec.epilogue.splitlines() if line.strip())
+
+
+def extra_params(spec: ConvSpec) -> tuple[str, str]:
+    """(pointer argument lines, stride argument lines) of the extra tensors."""
+    D = spec.dims
+    args = "".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to the output through its strides\n"
+                   for i in range(spec.n_extra))
+    strides = "".join(f"    {', '.join(f's_e{i}_{j}' for j in range(D + 2))},  # element strides of e{i}\n"
+                      for i in range(spec.n_extra))
+    return args, strides
+
+
+_PHASE_WEIGHT = '''@triton.jit
+def {name}_phase_weight_kernel(
+    w_ptr,  # transposed-conv weight [C_in, Fg, {ks}] through its strides
+    wp_ptr,  # per-residue weight [{ph}, G, Fg, Cg * {tt}], contiguous (K-major)
+    total, G, Fg, Cg,  # elements of wp; groups; output and input channels per group
+    s_w0, s_w1, {w_strides},  # element strides of w
+{constexprs}    BLOCK: tl.constexpr,  # elements per program
+):
+    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    live = offs < total
+    k = offs % (Cg * {tt})
+    rest = offs // (Cg * {tt})
+    f = rest % Fg
+    rest = rest // Fg
+    g = rest % G
+    rr = rest // G  # the residue r of each dim (tap % stride), last dim fastest
+    c = k // {tt}
+    u = k % {tt}
+{decompose}    # one read and one write per element of the (small) weight; taps past the kernel are 0
+    v = tl.load(w_ptr + (g * Cg + c) * s_w0 + f * s_w1 + {w_off}, mask=ok, other=0.0)
+    tl.store(wp_ptr + offs, v, mask=live)
 '''
 
 
-def _spatial(names: str, d: int) -> list[str]:
-    return [f"{names}{i}" for i in range(d)]
+def _phase_weight(spec: ConvSpec) -> str:
+    D, name = spec.dims, spec.name
+    dec = ""
+    for i in reversed(range(D)):
+        dec += f"    u{i} = u % T{i}\n    u = u // T{i}\n    r{i} = rr % S{i}\n    rr = rr // S{i}\n"
+    dec += "    ok = live\n" + "".join(f"    tap{i} = r{i} + u{i} * S{i}\n    ok = ok & (tap{i} < KS{i})\n"
+                                    for i in range(D))
+    consts = "".join(f"    KS{i}: tl.constexpr, S{i}: tl.constexpr, T{i}: tl.constexpr,"
+                     f"  # taps, stride, taps per residue (ceil(KS / S)) of dim {i}\n" for i in range(D))
+    return _PHASE_WEIGHT.format(
+        name=name, ks=", ".join(spatial("KS", D)), ph=" * ".join(spatial("S", D)),
+        tt="(" + " * ".join(spatial("T", D)) + ")", w_strides=", ".join(spatial("s_wt", D)), constexprs=consts,
+        decompose=dec, w_off=" + ".join(f"tap{i} * s_wt{i}" for i in range(D)))
+
+
+def _kernel(spec: ConvSpec) -> str:
+    D, name = spec.dims, spec.name
+    L, O, CR = spatial("L", D), spatial("O", D), spatial("CR", D)
+    ph = spec.phases
+    extra_args, extra_strides = extra_params(spec)
+    head = (f"@triton.jit\ndef {name}_kernel(\n"
+            f"    x_ptr,  # input [N, C_in, {', '.join(L)}] through its strides\n"
+            f"    w_ptr,  # weight {'[prod(S), groups, Fg, K] per tap residue' if ph else '[groups, Fg, K]'}, "
+            "contiguous (K-major)\n"
+            f"    y_ptr,  # output [N, C_out, {', '.join(O)}] through its strides\n{extra_args}"
+            "    NB, M, G, Fg, K, Cg,  # batch; GEMM rows, groups, output channels per group, GEMM depth, "
+            "input channels per group\n"
+            f"    {', '.join(L + O + CR)},  # input sizes, output sizes (after a crop), crop starts\n"
+            f"    s_xn, s_xc, {', '.join(spatial('s_x', D))},  # element strides of the input\n"
+            f"    s_yn, s_yc, {', '.join(spatial('s_y', D))},  # element strides of the output\n{extra_strides}"
+            + "".join(f"    KS{i}: tl.constexpr, S{i}: tl.constexpr, P{i}: tl.constexpr, DL{i}: tl.constexpr,"
+                      f"  # taps, stride, padding, dilation of dim {i}\n" for i in range(D))
+            + ("".join(f"    T{i}: tl.constexpr,  # taps per residue of dim {i}: ceil(KS{i} / S{i})\n"
+                       for i in range(D)) if ph else "")
+            + "    BLOCK_M: tl.constexpr,  # output positions per program\n"
+              "    BLOCK_N: tl.constexpr,  # output channels per program\n"
+              "    BLOCK_K: tl.constexpr,  # (channel, tap) pairs per K step\n"
+              "    PRECISION: tl.constexpr,  # tl.dot input_precision: \"ieee\" (CPU), \"tf32x3\" (3xTF32 on CUDA)\n"
+              "):\n    pid = tl.program_id(0)\n")
+    body = ""
+    if ph:
+        phases = "(" + " * ".join(spatial("S", D)) + ")"
+        body += f"    g = tl.program_id(1) // {phases}  # the group, then the output phase\n"
+        body += f"    r = tl.program_id(1) % {phases}\n"
+        for i in reversed(range(D)):
+            body += f"    ph{i} = r % S{i}\n    r = r // S{i}\n"
+        body += "    Mp = NB  # the rows of this phase: outputs o = ph + S * j\n"
+        for i in range(D):
+            body += (f"    J{i} = (O{i} - ph{i} + S{i} - 1) // S{i}\n    Mp = Mp * J{i}\n"
+                     f"    a{i} = ph{i} + CR{i} + P{i}\n    res{i} = a{i} % S{i}  # the taps that hit: res + S * u\n"
+                     f"    q{i} = (a{i} - res{i}) // S{i}  # input = q + j - u\n")
+        rr = "res0"
+        for i in range(1, D):       # the residue flattened, last dim fastest (the weight's order)
+            rr = f"({rr}) * S{i} + res{i}"
+        body += f"    w_g = w_ptr + (({rr}) * G + g).to(tl.int64) * Fg * K\n"
+    else:
+        body += "    g = tl.program_id(1)  # the group: its own slice of input and output channels\n"
+        body += "    Mp = M\n"
+        body += "    w_g = w_ptr + g.to(tl.int64) * Fg * K\n"
+    sizes = spatial("J", D) if ph else O
+    body += ("    num_pid_n = tl.cdiv(Fg, BLOCK_N)\n"
+             "    offs_m = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
+             "    offs_n = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)\n"
+             "    m_ok = offs_m < Mp\n    n_ok = offs_n < Fg\n"
+             "    # row m -> (n, output position), innermost spatial dim fastest (the output's layout)\n"
+             "    r = offs_m\n")
+    for i in reversed(range(D)):
+        body += f"    j{i} = r % {sizes[i]}\n    r = r // {sizes[i]}\n"
+    body += "    n_idx = r\n"
+    body += "".join(f"    o{i} = ph{i} + S{i} * j{i}\n" if ph else f"    o{i} = j{i}\n" for i in range(D))
+    taps = " * ".join(spatial("T" if ph else "KS", D))
+    body += ("    x_rows = x_ptr + n_idx.to(tl.int64) * s_xn + (g * Cg).to(tl.int64) * s_xc\n"
+             "    w_cols = w_g + offs_n[None, :].to(tl.int64) * K\n"
+             "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+             "    for k0 in range(0, K, BLOCK_K):\n"
+             "        ks = k0 + tl.arange(0, BLOCK_K)\n"
+             "        k_ok = ks < K\n"
+             "        # column k -> (input channel c, kernel tap), taps innermost (the weight's layout)\n"
+             f"        c_idx = ks // ({taps})\n        t = ks % ({taps})\n")
+    for i in reversed(range(D)):
+        size = f"T{i}" if ph else f"KS{i}"
+        body += f"        t{i} = t % {size}\n        t = t // {size}\n"
+    body += ("        # A^T [BLOCK_K, BLOCK_M]: output positions along the fast axis, so a warp reads a\n"
+             "        # contiguous run of the input row\n"
+             "        ok = k_ok[:, None] & m_ok[None, :]\n")
+    for i in range(D):
+        if ph:      # t{i} is u: the tap is res + S * u (past the kernel: no term, as in PyTorch)
+            body += (f"        i{i} = q{i} + j{i}[None, :] - t{i}[:, None]\n"
+                     f"        ok = ok & (res{i} + S{i} * t{i} < KS{i})[:, None]\n")
+        elif spec.transposed:     # o = i * S - P + t * DL  ->  i = (o + P - t * DL) / S when whole
+            body += (f"        q{i} = o{i}[None, :] + CR{i} + P{i} - t{i}[:, None] * DL{i}\n"
+                     f"        i{i} = q{i} // S{i}\n"
+                     f"        ok = ok & (q{i} >= 0) & (q{i} % S{i} == 0)\n")
+        else:
+            body += f"        i{i} = (o{i}[None, :] + CR{i}) * S{i} - P{i} + t{i}[:, None] * DL{i}\n"
+        body += f"        ok = ok & (i{i} >= 0) & (i{i} < L{i})\n"
+    offset = " + ".join(f"i{i}.to(tl.int64) * s_x{i}" for i in range(D))
+    body += (f"        a_t = tl.load(x_rows[None, :] + c_idx[:, None].to(tl.int64) * s_xc + {offset}, mask=ok, "
+             "other=0.0)\n"
+             "        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
+             "        acc = tl.dot(tl.trans(a_t), b, acc, input_precision=PRECISION)\n\n"
+             "    out_ok = m_ok[:, None] & n_ok[None, :]\n"
+             "    co = g * Fg + offs_n  # absolute output channel\n"
+             "    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + "
+             + " + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)) + "\n")
+    body += extras_code(spec, "n_idx[:, None]", "co[None, :]", [f"o{i}[:, None]" for i in range(D)], "out_ok")
+    body += "    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)\n"
+    return head + body
+
+
+def _launcher(spec: ConvSpec) -> str:
+    D, name = spec.dims, spec.name
+    extras = [f"e{i}" for i in range(spec.n_extra)]
+    what = "Transposed convolution" if spec.transposed else "Convolution"
+    w_layout = "[C_in, C_out / groups, *KS]" if spec.transposed else "[C_out, C_in / groups, *KS]"
+    text = (f"def {name}(x, w, {''.join(f'{e}, ' for e in extras)}precision=None):\n"
+            f"    \"\"\"{what} of x [N, C_in, {', '.join(spatial('L', D))}] with weight {w_layout}, "
+            "epilogue fused.\"\"\"\n" + launcher_sizes(spec, name))
+    if spec.phases:
+        text += ("    T = [-(-KS[d] // S[d]) for d in range(D)]  # taps per residue\n"
+                 "    PH, TT = 1, 1\n"
+                 "    for d in range(D):\n"
+                 "        PH, TT = PH * S[d], TT * T[d]\n"
+                 "    K = Cg * TT\n"
+                 "    wg = torch.empty((PH, G, Fg, K), device=x.device, dtype=x.dtype)\n"
+                 f"    {name}_phase_weight_kernel[(triton.cdiv(wg.numel(), 1024),)](\n"
+                 "        w, wg, wg.numel(), G, Fg, Cg, *w.stride(),\n"
+                 "        " + ", ".join(f"KS{i}=KS[{i}], S{i}=S[{i}], T{i}=T[{i}]" for i in range(D))
+                 + ", BLOCK=1024)\n"
+                 "    M = Nb  # the largest phase (phase 0) sizes the grid\n"
+                 "    for d in range(D):\n"
+                 "        M *= -(-O[d] // S[d])\n")
+    elif spec.transposed:
+        text += ("    PH = 1\n"
+                 "    # [C_in, Fg, *KS] -> [G, Fg, Cg * prod(KS)]: a copy of the weight only, so B is K-major\n"
+                 "    wg = w.reshape(G, Cg, Fg, -1).permute(0, 2, 1, 3).contiguous().reshape(G, Fg, -1)\n"
+                 "    K = wg.shape[2]\n    M = Nb\n    for o in O:\n        M *= o\n")
+    else:
+        text += ("    PH = 1\n"
+                 "    wg = w.reshape(G, Fg, -1).contiguous()       # already [C_out, Cg * prod(KS)]: a view\n"
+                 "    K = wg.shape[2]\n    M = Nb\n    for o in O:\n        M *= o\n")
+    consts = ", ".join(f"KS{i}={spec.kernel_size[i]}, S{i}={spec.stride[i]}, P{i}={spec.padding[i]}, "
+                       f"DL{i}={spec.dilation[i]}" for i in range(D))
+    if spec.phases:
+        consts += ", " + ", ".join(f"T{i}=T[{i}]" for i in range(D))
+    text += (f"    y = torch.empty((Nb, Fg * G, *O), device=x.device, dtype=x.dtype)\n"
+             f"    extras = [e.expand(y.shape) for e in ({''.join(f'{e}, ' for e in extras)})]\n"
+             "    e_st = [s for e in extras for s in e.stride()]\n"
+             "    if precision is None:\n"
+             "        precision = (\"tf32x3\" if x.is_cuda else \"ieee\") if x.dtype == torch.float32 else \"tf32\"\n"
+             "    BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,\n"
+             "                                          lambda bm, bn: G * PH * triton.cdiv(M, bm) * triton.cdiv(Fg, bn))\n"
+             "    BN = min(BN, max(16, triton.next_power_of_2(Fg)))\n"
+             "    BK = min(BK, max(16, triton.next_power_of_2(K)))\n"
+             "    grid = (triton.cdiv(M, BM) * triton.cdiv(Fg, BN), G * PH)\n"
+             f"    {name}_kernel[grid](\n"
+             f"        x, wg, y, {''.join(f'extras[{i}], ' for i in range(spec.n_extra))}Nb, M, G, Fg, K, Cg, "
+             "*L, *O, *CR, *x.stride(), *y.stride(), *e_st,\n"
+             f"        {consts},\n"
+             "        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages)\n"
+             "    return y\n")
+    return text
 
 
 def render_conv(spec: ConvSpec) -> Rendered:
-    D = spec.dims
-    L, O = _spatial("L", D), _spatial("O", D)
-    ks = spec.kernel_size
-    # m -> (n, o_0..o_{D-1})
-    dm = "    r = offs_m\n"
-    for i in reversed(range(D)):
-        dm += f"    o{i} = r % O{i}\n    r = r // O{i}\n"
-    dm += "    n_idx = r\n"
-    # k -> (c, t_0..t_{D-1}) with compile-time tap counts
-    taps = "*".join(f"KS{i}" for i in range(D))
-    dk = f"        c_idx = ks // ({taps})\n        t = ks % ({taps})\n"
-    for i in reversed(range(D)):
-        dk += f"        t{i} = t % KS{i}\n        t = t // KS{i}\n"
-    gather = "        ok = m_ok[:, None] & k_ok[None, :]\n        offset = 0\n"
-    for i in range(D):
-        if spec.transposed:     # o = i * S - P + t * DL  ->  i = (o + P - t * DL) / S when whole
-            gather += (f"        q{i} = o{i}[:, None] + P{i} - t{i}[None, :] * DL{i}\n"
-                       f"        i{i} = q{i} // S{i}\n"
-                       f"        ok = ok & (q{i} >= 0) & (q{i} % S{i} == 0) & (i{i} < L{i})\n")
-        else:
-            gather += (f"        i{i} = o{i}[:, None] * S{i} - P{i} + t{i}[None, :] * DL{i}\n"
-                       f"        ok = ok & (i{i} >= 0) & (i{i} < L{i})\n")
-        gather += f"        offset += i{i}.to(tl.int64) * s_x{i}\n"
-    constexprs = "".join(f"    KS{i}: tl.constexpr, S{i}: tl.constexpr, P{i}: tl.constexpr, DL{i}: tl.constexpr,"
-                         f"  # taps, stride, padding, dilation of dim {i}\n" for i in range(D))
-    extra_args = "".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to the output through its strides\n"
-                         for i in range(spec.n_extra))
-    extra_strides = "".join(f"    {', '.join(f's_e{i}_{j}' for j in range(D + 2))},  # element strides of e{i}\n"
-                            for i in range(spec.n_extra))
-    epi = ""
-    for i in range(spec.n_extra):
-        pos = " + ".join(f"o{d}[:, None].to(tl.int64) * s_e{i}_{d + 2}" for d in range(D))
-        epi += (f"    e{i} = tl.load(e{i}_ptr + n_idx[:, None].to(tl.int64) * s_e{i}_0 + co[None, :].to(tl.int64)"
-                f" * s_e{i}_1 + {pos}, mask=out_ok, other=0.0).to(tl.float32)\n")
-    epi += "".join(f"    {line}\n" for line in spec.epilogue.splitlines() if line.strip())
-    kernel = _KERNEL.format(
-        name=spec.name, in_dims=", ".join(L), out_dims=", ".join(O), extra_args=extra_args,
-        sizes=", ".join(L + O), x_strides=", ".join(f"s_x{i}" for i in range(D)),
-        y_strides=", ".join(f"s_y{i}" for i in range(D)), extra_strides=extra_strides, constexprs=constexprs,
-        decompose_m=dm, decompose_k=dk, gather=gather, epilogue=epi,
-        y_pos=" + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)))
-    extras = [f"e{i}" for i in range(spec.n_extra)]
-    outpad = tuple(spec.output_padding) or (0,) * D
-    if spec.transposed:
-        groups_expr = "C_in" if spec.depthwise else str(spec.groups)
-    else:
-        groups_expr = "C_in // w.shape[1]  # the weight [C_out, C_in / groups, *KS] gives the group count"
-    launcher = _LAUNCHER.format(
-        name=spec.name, what="Transposed convolution" if spec.transposed else "Convolution",
-        in_dims=", ".join(L), w_layout="[C_in, C_out / groups, *KS]" if spec.transposed else "[C_out, C_in / groups, *KS]",
-        groups_expr=groups_expr, dims=D, ks=tuple(ks), stride=tuple(spec.stride), padding=tuple(spec.padding),
-        dilation=tuple(spec.dilation), outpad=outpad, transposed=spec.transposed,
-        extras_sig="".join(f"{e}, " for e in extras), extras_tuple="".join(f"{e}, " for e in extras),
-        extras_call="".join(f"{e}, " for e in ("extras[%d]" % i for i in range(spec.n_extra))))
-    consts = "".join(f"{k}{i}={v[i]}, " for i in range(D)
-                     for k, v in (("KS", ks), ("S", spec.stride), ("P", spec.padding), ("DL", spec.dilation)))
-    launcher = launcher.replace("*e_st,\n", f"*e_st,\n        {consts.rstrip()}\n")
-    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel + launcher
-    transformations = ["implicit_gemm", "tiling", "fp32_accumulation", "tf32x3"] + (["epilogue_fusion"] if spec.epilogue else [])
+    parts = [table_source("CONV_TILES", CONV_TILES), PICK_TILE]
+    if spec.phases:
+        parts.append(_phase_weight(spec))
+    parts.append(_kernel(spec))
+    transformations = ["implicit_gemm", "tiling", "fp32_accumulation", "tf32x3", "k_major_operands"]
+    if spec.phases:
+        transformations.append("sub_pixel_phases")
+    if spec.epilogue:
+        transformations.append("epilogue_fusion")
     notes = ["dot precision: tf32x3 (3xTF32) on CUDA for fp32, ieee under the CPU interpreter"]
-    return Rendered(source=source, entry=spec.name, transformations=transformations, notes=notes)
+    return rendered(parts, _launcher(spec), spec.name, transformations, notes)

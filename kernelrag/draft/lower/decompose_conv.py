@@ -6,7 +6,8 @@ elementwise add of ``bias.view(C, 1, ..)``, which the conv template fuses.
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.ir import FLOAT
+from kernelrag.draft.lower.exprs import is_elementwise
+from kernelrag.draft.lower.ir import FLOAT, broadcast
 from kernelrag.draft.lower.values import IrRef, Unsupported, _arg
 
 
@@ -136,19 +137,76 @@ MaxPool1d, MaxPool2d, MaxPool3d = (_pool_module("max", d) for d in (1, 2, 3))
 AvgPool1d, AvgPool2d, AvgPool3d = (_pool_module("avg", d) for d in (1, 2, 3))
 
 
+def global_pool(dec, x, kind: str, dims: int, size, origin: str):
+    """An adaptive pool to output size 1: max or mean over all spatial dims, at run-time sizes."""
+    sizes = (size,) * dims if not isinstance(size, (tuple, list)) else tuple(size)
+    if any(s != 1 for s in sizes):
+        raise Unsupported(f"{origin}({size!r}): only a global pool (output size 1) is lowered")
+    if not isinstance(x, IrRef) or len(dec.shape(x.id)) != dims + 2:
+        raise Unsupported(f"{origin}: only batched [N, C, ...] tensor inputs are lowered")
+    xs = dec.shape(x.id)
+    return IrRef(dec.g.add("pool", [x.id], xs[:2] + (1,) * dims, FLOAT, origin, mode=kind, dims=dims,
+                           global_pool=True))
+
+
 def _adaptive(kind: str, dims: int):
     def handler(dec, mod, path, args, kwargs):
-        size = mod.output_size
-        sizes = (size,) * dims if not isinstance(size, (tuple, list)) else tuple(size)
-        if any(s != 1 for s in sizes) or getattr(mod, "return_indices", False):
-            raise Unsupported(f"{type(mod).__name__}({size!r}): only a global pool (output size 1) is lowered")
-        x = args[0]
-        rank = len(dec.shape(x.id))
-        return dec.red("mean" if kind == "avg" else "max", x, tuple(range(rank - dims, rank)), keepdim=True,
-                       origin=f"adaptive_{kind}_pool{dims}d")
+        if getattr(mod, "return_indices", False):
+            raise Unsupported(f"{type(mod).__name__} with return_indices is not lowered")
+        return global_pool(dec, args[0], kind, dims, mod.output_size, f"adaptive_{kind}_pool{dims}d")
     return handler
 
 
-# a global (output size 1) adaptive pool is a mean or max over the spatial dims: the reduction template's
+def _adaptive_fn(kind: str, dims: int):
+    def op(dec, args, kwargs):
+        if _arg(args, kwargs, 2, "return_indices", False):
+            raise Unsupported(f"adaptive_{kind}_pool{dims}d with return_indices is not lowered")
+        return global_pool(dec, args[0], kind, dims, _arg(args, kwargs, 1, "output_size"),
+                           f"adaptive_{kind}_pool{dims}d")
+    return op
+
+
+# a global (output size 1) adaptive pool: the pool template's row sweep, many short rows per program
 AdaptiveAvgPool1d, AdaptiveAvgPool2d, AdaptiveAvgPool3d = (_adaptive("avg", d) for d in (1, 2, 3))
 AdaptiveMaxPool1d, AdaptiveMaxPool2d, AdaptiveMaxPool3d = (_adaptive("max", d) for d in (1, 2, 3))
+op_adaptive_avg_pool1d, op_adaptive_avg_pool2d, op_adaptive_avg_pool3d = (_adaptive_fn("avg", d) for d in (1, 2, 3))
+op_adaptive_max_pool1d, op_adaptive_max_pool2d, op_adaptive_max_pool3d = (_adaptive_fn("max", d) for d in (1, 2, 3))
+
+
+def fold_conv_crops(graph) -> int:
+    """Fold a slice of a convolution's output (``conv(x)[..., :-k]``, through elementwise ops
+    that broadcast along the sliced dims, such as the bias) into the conv as a crop, so only the
+    kept outputs are computed. Applies when every value on the way has no other reader and only
+    spatial dims are sliced, with step 1. Returns the number of slices folded."""
+    folded = 0
+    for view in graph.live():
+        slices = view.args.get("slices") if view.op == "view" else None
+        if not slices:
+            continue
+        rank = len(slices)
+        sliced = [d for d, sl in enumerate(slices) if sl != (None, None, None)]
+        chain, cur = [], graph[view.inputs[0]]        # the elementwise ops between the conv and the slice
+        while is_elementwise(cur) and len(cur.shape) == rank:
+            main = [i for i in cur.inputs if graph[i].shape == cur.shape]
+            others = [graph[i].shape for i in cur.inputs if graph[i].shape != cur.shape]
+            if len(main) != 1 or any(len(s) >= rank - d and s[d - rank] != 1 for s in others for d in sliced):
+                break
+            chain.append(cur)
+            cur = graph[main[0]]
+        if cur.op != "conv" or len(cur.shape) != rank or any(d < 2 for d in sliced) \
+                or any(sl[2] not in (None, 1) for sl in slices):
+            continue
+        users, live = graph.users(), {n.id for n in graph.live()}
+        path = [view] + chain + [cur]
+        if any({u for u in users[n.id] if u in live} != {path[k].id} or n.id in graph.outputs
+               for k, n in enumerate(path[1:])):
+            continue                        # another reader needs the uncropped value
+        cur.args["crop"] = tuple((sl[0], sl[1]) for sl in slices[2:])
+        cur.shape = view.shape
+        for n in reversed(chain):           # from the conv on: each op now sees the cropped frame
+            n.shape = broadcast(*[graph[i].shape for i in n.inputs])
+        for n in graph.nodes:
+            n.inputs = [view.inputs[0] if i == view.id else i for i in n.inputs]
+        graph.outputs = [view.inputs[0] if i == view.id else i for i in graph.outputs]
+        folded += 1
+    return folded

@@ -219,7 +219,25 @@ def basic_slice(dec, x: IrRef, index: Any) -> IrRef | None:
     if any(c is None for c in codes):
         return None
     shape = tuple(torch.empty(dec.shape(x.id), device="meta")[index].shape)
-    return dec.view(x, "{0}[" + ", ".join(codes) + "]", shape, "slice")
+    ref = dec.view(x, "{0}[" + ", ".join(codes) + "]", shape, "slice")
+    per_dim = _per_dim_slices(parts, len(dec.shape(x.id)))
+    if per_dim is not None:             # a plain crop: a conv before it may compute only what is kept
+        dec.g[ref.id].args["slices"] = per_dim
+    return ref
+
+
+def _per_dim_slices(parts: tuple, rank: int) -> tuple | None:
+    """(start, stop, step) for every dim of the input when the index is slices and one
+    Ellipsis only (no new axes, no integers), else None."""
+    if any(p is None for p in parts) or sum(p is Ellipsis for p in parts) > 1:
+        return None
+    if Ellipsis in parts:
+        k = parts.index(Ellipsis)
+        parts = parts[:k] + (slice(None),) * (rank - len(parts) + 1) + parts[k + 1:]
+    if len(parts) > rank or not all(isinstance(p, slice) for p in parts):
+        return None
+    parts = parts + (slice(None),) * (rank - len(parts))
+    return tuple((p.start, p.stop, p.step) for p in parts)
 
 
 def op_chunk(dec, args, kwargs):

@@ -5,7 +5,7 @@ A new family (GEMM, convolution, pooling) adds its module to the import below.
 from __future__ import annotations
 
 from kernelrag.draft.lower.protocol import Template, registered
-from kernelrag.draft.lower.templates import conv_pool, elementwise, gemm, rowwise  # noqa: F401  (each registers itself)
+from kernelrag.draft.lower.templates import channelwise, conv_pool, elementwise, gemm, rowwise  # noqa: F401  (each registers itself)
 
 
 def templates() -> list[Template]:

@@ -13,16 +13,28 @@ the CPU interpreter checks) unless it runs on CUDA, where it takes the 3xTF32
 path ``"tf32x3"``: each operand is split into a TF32 high part and a TF32
 remainder and three tensor-core products are summed, giving about fp32 accuracy
 (2.5e-7 relative on an H200 at 4096^3, against cuBLAS fp32's 1.1e-6) at several
-times the fp32 FMA rate. Hopper's TF32 MMA wants both operands K-major, so a
+times the fp32 FMA rate. ``GemmSpec.precision`` sets that default: "tf32x3" (the
+lowering's default variant) or "ieee" (fp32 FMAs on CUDA too, the ``ieee`` variant),
+so the draft's variant name says which path an fp32 product takes. Hopper's TF32 MMA wants both operands K-major, so a
 (K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
 ``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
 inputs use the tensor cores directly with fp32 accumulation.
+
+Tiles. (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) come from ``tiles.GEMM_TILES``, a
+rule table carried into the launcher as data: the 128x128x64 tile whenever it still
+fills the GPU (a batched product of 512x512 matrices counts its batch), smaller
+tiles for small products.
 """
 from __future__ import annotations
 
 from kernelrag.draft.lower.gemm_kernels import render_kernels
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
+from kernelrag.draft.lower.tiles import GEMM_TILES, PICK_TILE, table_source
+
+# the launcher's default tl.dot precision per spec.precision (16-bit inputs ignore it)
+PRECISIONS = {"tf32x3": '("tf32x3" if cuda else "ieee") if fp32 else "tf32"',
+              "ieee": '"ieee" if fp32 else "tf32"'}
 
 TRANSPOSE_KERNEL = '''@triton.jit
 def transpose_kernel(
@@ -57,17 +69,6 @@ def k_major(t, rows_are_k):
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
-BLOCKS = '''def gemm_blocks(M, N, K, cuda, fp32):
-    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for one product. The large
-    tile is the configuration measured best for 3xTF32 on an H200 (128x128x64, 8 warps,
-    3 stages); small products get small tiles so more programs run."""
-    if cuda and M >= 1024 and N >= 128:
-        return (128, 128, 64, 8, 3)
-    if cuda:
-        return (64, 64, 32, 4, 3)
-    return (32, 32, 16, 4, 1)
-'''
-
 LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
     """{doc}"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
@@ -82,8 +83,8 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
     extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in ({extras_tuple})]
     extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
-    if precision is None:
-        precision = ("tf32x3" if cuda else "ieee") if fp32 else "tf32"   # "tf32" is not applied to 16-bit inputs
+    if precision is None:                     # "tf32" is not applied to 16-bit inputs
+        precision = {default_precision}
     if precision not in ("ieee", "tf32x3", "tf32"):
         raise ValueError(f"{name}: precision {{precision!r}} is not ieee, tf32x3 or tf32")
     if precision == "tf32x3":
@@ -104,7 +105,8 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    BM, BN, BK, warps, stages = gemm_blocks(M, N, K, cuda, fp32)
+    BM, BN, BK, warps, stages = pick_tile(GEMM_TILES, cuda, M, N, K,
+                                          lambda bm, bn: B0 * B1 * triton.cdiv(M, bm) * triton.cdiv(N, bn))
     if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
         if N > 1024:
             raise ValueError(f"{name}: the fused row reduction holds at most 1024 columns, N is {{N}}")
@@ -160,12 +162,14 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
         extras_tuple="".join(f"{e}, " for e in extras),
         extras_call="".join(f"*e4[{i}:{i + 1}], " for i in range(spec.n_extra)),
-        whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector)
-    return [TRANSPOSE_KERNEL, BLOCKS, render_kernels(spec)], launcher
+        whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
+        default_precision=PRECISIONS[spec.precision])
+    return [TRANSPOSE_KERNEL, table_source("GEMM_TILES", GEMM_TILES), PICK_TILE, render_kernels(spec)], launcher
 
 
 def transformations_of(spec: GemmSpec) -> list[str]:
-    out = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k", "tf32x3"]
+    out = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k"]
+    out += ["tf32x3", "k_major_operands"] if spec.precision == "tf32x3" else ["ieee_fp32_dot"]
     if spec.epilogue or spec.out_tri:
         out.append("epilogue_fusion")
     if spec.whole_rows:
@@ -174,10 +178,15 @@ def transformations_of(spec: GemmSpec) -> list[str]:
 
 
 PRECISION_NOTE = "dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"
+IEEE_NOTE = "dot precision: ieee (fp32 FMAs) for fp32 on CUDA and under the CPU interpreter"
+
+
+def precision_note(spec: GemmSpec) -> str:
+    return PRECISION_NOTE if spec.precision == "tf32x3" else IEEE_NOTE
 
 
 def render_gemm(spec: GemmSpec) -> Rendered:
     """The kernels and launcher for ``spec`` as one module's text (imports included)."""
     kernels, launcher = gemm_parts(spec)
     source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + "\n\n".join(kernels) + launcher
-    return Rendered(source=source, entry=spec.name, transformations=transformations_of(spec), notes=[PRECISION_NOTE])
+    return Rendered(source=source, entry=spec.name, transformations=transformations_of(spec), notes=[precision_note(spec)])

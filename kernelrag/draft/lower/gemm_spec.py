@@ -61,6 +61,7 @@ class GemmSpec:
     out_tri: Tri | None = None               # applied last (after the epilogue)
     vector: bool = False                     # also render the matrix-vector kernel (N == 1)
     doc: str = ""
+    precision: str = "tf32x3"                # fp32 default: "tf32x3" (3xTF32 on CUDA, ieee on CPU) or "ieee"
 
     @property
     def n_extra(self) -> int:
@@ -74,6 +75,8 @@ class GemmSpec:
         for tri in (self.a_tri, self.b_tri, self.out_tri):
             if tri is not None and tri.kind not in ("tril", "triu"):
                 raise LoweringError(f"triangular structure {tri.kind!r} is not tril or triu")
+        if self.precision not in ("tf32x3", "ieee"):
+            raise LoweringError(f"precision {self.precision!r} is not tf32x3 or ieee")
         for step in self.a_prologue + self.b_prologue:
             if step.op not in OPS:
                 raise LoweringError(f"op {step.op!r} is not in the elementwise emitter: {', '.join(sorted(OPS))}")
@@ -175,3 +178,17 @@ class Rendered:
     entry: str                                  # the launcher's name
     transformations: list[str] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    parts: list[str] = field(default_factory=list)   # kernels and helpers, each once per emitted module
+    launcher: str = ""                          # the launcher's text (``source`` holds it after the parts)
+
+
+IMPORTS = "import torch\nimport triton\nimport triton.language as tl\n\n\n"
+
+
+def rendered(parts: list[str], launcher: str, entry: str, transformations: list[str],
+             notes: list[str] | None = None) -> Rendered:
+    """A standalone module (imports, parts, launcher) that also keeps its pieces apart, so a
+    lowering emits shared helpers (tile tables, ``pick_tile``) once per module."""
+    parts = [p.strip("\n") + "\n" for p in parts]
+    source = IMPORTS + "\n\n".join(parts) + "\n\n" + launcher.strip("\n") + "\n"
+    return Rendered(source, entry, transformations, notes or [], parts, launcher.strip("\n") + "\n")

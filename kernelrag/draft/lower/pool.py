@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered
+from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, rendered
 
 
 @dataclass(frozen=True)
@@ -84,17 +84,15 @@ def {name}_kernel(
 {epilogue}    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=live)
 '''
 
-_LAUNCHER = '''
-
-def _out_size(L, k, s, p, d, ceil_mode):
+_OUT_SIZE = '''def _out_size(L, k, s, p, d, ceil_mode):
     span = L + 2 * p - d * (k - 1) - 1 + (s - 1 if ceil_mode else 0)
     out = span // s + 1
     if ceil_mode and (out - 1) * s >= L + p:   # the last window may not start in the right padding
         out -= 1
     return out
+'''
 
-
-def {name}(x, {extras_sig}):
+_LAUNCHER = '''def {name}(x, {extras_sig}):
     """{what} of x [N, C, {in_dims}] (kernel {ks}, stride {stride}, padding {padding}{more}), epilogue fused."""
     if x.ndim != {dims} + 2:
         raise ValueError(f"{name}: need a [N, C, {in_dims}] input, got shape {{tuple(x.shape)}}")
@@ -179,6 +177,76 @@ def render_pool(spec: PoolSpec) -> Rendered:
         extras_call="".join(f"extras[{i}], " for i in range(spec.n_extra)), ks=tuple(spec.kernel_size),
         stride=tuple(spec.stride), padding=tuple(spec.padding), dilation=dil, ceil_mode=spec.ceil_mode,
         dims=D, more=more, consts=consts)
-    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + kernel + launcher
     transformations = ["tiling", "fp32_accumulation"] + (["epilogue_fusion"] if spec.epilogue else [])
-    return Rendered(source=source, entry=spec.name, transformations=transformations)
+    return rendered([_OUT_SIZE, kernel], launcher, spec.name, transformations)
+
+
+_GLOBAL_KERNEL = '''@triton.jit
+def {name}_kernel(
+    x_ptr,  # input [N, C, L] (the spatial dims flattened) through its strides
+    y_ptr,  # output [N, C, 1, ...], contiguous: one value per row
+{extra_args}    R, C, L,  # rows (N * C), channels, elements per row
+    s_xn, s_xc, s_xl,  # element strides of the input
+{extra_strides}    BLOCK_R: tl.constexpr,  # rows per program
+    BLOCK_L: tl.constexpr,  # row elements per step
+):
+    rows = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)
+    r_ok = rows < R
+    n = rows // C
+    c = rows % C
+    base = x_ptr + n.to(tl.int64) * s_xn + c.to(tl.int64) * s_xc
+    acc = tl.full((BLOCK_R, BLOCK_L), {fill}, dtype=tl.float32)
+    for l0 in range(0, L, BLOCK_L):
+        ls = l0 + tl.arange(0, BLOCK_L)
+        ok = r_ok[:, None] & (ls < L)[None, :]
+        v = tl.load(base[:, None] + ls[None, :].to(tl.int64) * s_xl, mask=ok, other={fill}).to(tl.float32)
+{fold}    live = r_ok
+{finish}{epilogue}    tl.store(y_ptr + rows, acc.to(y_ptr.dtype.element_ty), mask=r_ok)
+'''
+
+_GLOBAL_LAUNCHER = '''def {name}(x, {extras_sig}):
+    """Global {kind} pooling of x [N, C, *spatial] to [N, C, 1, ...] (an adaptive pool of output size 1),
+    epilogue fused."""
+    if x.ndim != {dims} + 2 or x.numel() == 0:
+        raise ValueError(f"{name}: need a non-empty [N, C, {spatial}] input, got shape {{tuple(x.shape)}}")
+    xf = x.flatten(2)  # a view when the spatial dims are contiguous (nn layouts), else a copy
+    Nb, C, L = xf.shape
+    y = torch.empty((Nb, C) + (1,) * {dims}, device=x.device, dtype=x.dtype)
+    extras = [e.expand(y.shape) for e in ({extras_tuple})]
+    e_st = [s for e in extras for s in e.stride()[:2]]
+    BL = min(triton.next_power_of_2(L), 1024 if x.is_cuda else 256)
+    BR = max(1, (4096 if x.is_cuda else 1024) // BL)   # short rows: many per program, one contiguous sweep
+    {name}_kernel[(triton.cdiv(Nb * C, BR),)](
+        xf, y, {extras_call}Nb * C, C, L, *xf.stride(), *e_st, BLOCK_R=BR, BLOCK_L=BL)
+    return y
+'''
+
+
+def render_global_pool(kind: str, dims: int, epilogue: str = "", n_extra: int = 0, name: str = "pool") -> Rendered:
+    """Max or mean over all spatial dims of [N, C, *spatial] (adaptive pooling to size 1):
+    BLOCK_R rows per program, each swept in BLOCK_L steps; max propagates NaN as PyTorch does."""
+    if kind not in ("max", "avg"):
+        raise LoweringError(f"pooling kind {kind!r} is not max or avg")
+    if kind == "max":
+        fill = "float('-inf')"
+        fold = ("        acc = tl.where((v > acc) | (v != v), v, acc)  # NaN propagates, as in PyTorch\n")
+        finish = ("    nan = tl.sum((acc != acc).to(tl.int32), axis=1) > 0\n"
+                  "    acc = tl.where(nan, float('nan'), tl.max(acc, axis=1))\n")
+    else:
+        fill, fold = "0.0", "        acc += v\n"
+        finish = "    acc = tl.sum(acc, axis=1) / L\n"
+    epi = "".join(f"    e{i} = tl.load(e{i}_ptr + n.to(tl.int64) * s_e{i}_0 + c.to(tl.int64) * s_e{i}_1, mask=live, "
+                  "other=0.0).to(tl.float32)\n" for i in range(n_extra))
+    epi += "".join(f"    {line}\n" for line in epilogue.splitlines() if line.strip())
+    kernel = _GLOBAL_KERNEL.format(
+        name=name, fill=fill, fold=fold, finish=finish, epilogue=epi,
+        extra_args="".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to the output\n"
+                           for i in range(n_extra)),
+        extra_strides="".join(f"    s_e{i}_0, s_e{i}_1,  # batch and channel strides of e{i}\n" for i in range(n_extra)))
+    extras = [f"e{i}" for i in range(n_extra)]
+    launcher = _GLOBAL_LAUNCHER.format(
+        name=name, kind=kind, dims=dims, spatial=", ".join(f"L{i}" for i in range(dims)),
+        extras_sig="".join(f"{e}, " for e in extras), extras_tuple="".join(f"{e}, " for e in extras),
+        extras_call="".join(f"extras[{i}], " for i in range(n_extra)))
+    transformations = ["multi_row_per_program", "tree_reduction", "fp32_accumulation"]
+    return rendered([kernel], launcher, name, transformations + (["epilogue_fusion"] if epilogue else []))

@@ -13,7 +13,9 @@ from typing import Any
 
 VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_over_store",
                           "split": "two_pass_reduction",
-                          "block1024": "elementwise_fusion"}
+                          "block1024": "elementwise_fusion",
+                          "direct": "direct_convolution", "ieee": "ieee_fp32_dot",
+                          "per_channel": "per_channel_hoisting"}
 
 
 def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) -> list[tuple[str, ...]]:

@@ -20,7 +20,7 @@ whose docstrings teach them. This module decides what joins a GEMM region:
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, literal, node_expr
-from kernelrag.draft.lower.gemm import PRECISION_NOTE, gemm_parts, transformations_of
+from kernelrag.draft.lower.gemm import gemm_parts, precision_note, transformations_of
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
 from kernelrag.draft.lower.ir import Graph, Node, broadcast
 from kernelrag.draft.lower.protocol import Emitted, Region, register
@@ -76,10 +76,22 @@ def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras:
             f"    return ({core}({', '.join(pick)}),)\n")
 
 
+def fp32_task(graph: Graph) -> bool:
+    """True unless every output of the task is a 16-bit float (whose GEMMs use the tensor cores directly)."""
+    return not graph.out_dtypes or any(d in ("torch.float32", "torch.float64") for d in graph.out_dtypes)
+
+
 class GemmTemplate:
+    """Variants name the dot path: for fp32 tasks ``tf32x3`` (default: 3xTF32 with K-major
+    operands on CUDA, ieee under the interpreter) or ``ieee`` (fp32 FMAs everywhere), so the
+    graph's evidence for either transformation orders them; 16-bit tasks take
+    ``tensor_cores`` (bf16/fp16 operands straight to the MMA, fp32 accumulation)."""
     name = "gemm"
     family = "gemm"
-    variants = ("tiled",)
+    variants = ("tf32x3", "ieee", "tensor_cores")
+
+    def default_variant(self, graph: Graph, region: Region) -> str:
+        return "tf32x3" if fp32_task(graph) else "tensor_cores"
 
     def opens(self, graph: Graph, node: Node) -> bool:
         return node.op == "matmul"
@@ -127,7 +139,12 @@ class GemmTemplate:
 
     def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
         if variant not in self.variants:
-            return f"gemm has no variant {variant!r}"
+            return f"gemm has no variant {variant!r} ({', '.join(self.variants)})"
+        if variant != "tensor_cores" and not fp32_task(graph):
+            return f"the task computes in 16-bit floats: its GEMMs take the tensor cores directly ({variant} is " \
+                   "an fp32 path)"
+        if variant == "tensor_cores" and fp32_task(graph):
+            return "the task computes in fp32: its GEMMs take tf32x3 or ieee"
         if region.outputs != [region.nodes[-1]]:
             return "the GEMM region's intermediate values are needed outside it; only its last value is written"
         return None
@@ -152,16 +169,20 @@ class GemmTemplate:
             extra_rows=tuple(rank_row(i) for i in extras), whole_rows=reduced, row_out=row_out,
             squeeze_rows=last.op == "squeeze_row", out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
             vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
-            doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused")
+            doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused",
+            precision="ieee" if variant == "ieee" else "tf32x3")
         kernels, launcher = gemm_parts(spec)
         ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
         doc = (f"{ops}: a tiled GEMM (one BLOCK_M x BLOCK_N output tile per program, grouped order, fp32 "
                "accumulation, split-K when K is long next to the output) with the rest of the chain applied to "
                "the accumulator before the one store: 2*M*N*K FLOPs, (M*K + K*N + M*N) elements moved. "
-               + PRECISION_NOTE + ".")
+               + precision_note(spec) + "; tiles from the shape (tiles.GEMM_TILES).")
+        trans = transformations_of(spec)
+        if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
+            trans = [t for t in trans if t not in ("tf32x3", "k_major_operands", "ieee_fp32_dot")] + ["tensor_cores"]
         return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
             name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)"),
-            launcher_name=name, transformations=transformations_of(spec), doc=doc)
+            launcher_name=name, transformations=trans, doc=doc)
 
 
 register(GemmTemplate(), 20)

@@ -1,0 +1,75 @@
+"""Tile rules as data: the block sizes, warps and stages the emitted launchers pick per shape.
+
+Each table is a tuple of rules, tried in order; the first whose conditions hold gives
+the configuration. A launcher carries its table as a literal and picks at run time
+from the sizes it sees (``pick_tile``), so one draft serves every shape the verifier
+tries, and a rule changed here changes every later draft without touching a kernel.
+
+The CUDA rows are for an H200 running fp32 through 3xTF32 (three tensor-core products
+per K step, so K steps are kept short: BLOCK_K 32); the rows without CUDA are for Triton's
+interpreter, whose cost is per operation rather than per element: large tiles, few
+programs. Conditions are minimum sizes; ``min_programs``
+counts the programs the tile would launch (batch * output tiles), so a batched
+product of small matrices still gets the large tile when it has enough of them.
+"""
+from __future__ import annotations
+
+# GEMM of a convolution (one group): M = N * output positions, N = output channels per
+# group, K = input channels per group * kernel taps. Large output-channel counts take
+# the 128-wide tile so the gathered input tile is loaded once per output tile row.
+CONV_TILES = (
+    dict(cuda=True, min_m=16384, min_n=128, min_k=128, min_programs=0, tile=(128, 128, 32, 8, 3)),
+    dict(cuda=True, min_m=16384, min_n=64, min_k=0, min_programs=0, tile=(128, 64, 32, 4, 3)),
+    dict(cuda=True, min_m=16384, min_n=0, min_k=0, min_programs=0, tile=(128, 32, 32, 4, 3)),
+    dict(cuda=True, min_m=2048, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 32, 4, 2)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(256, 64, 64, 4, 1)),
+)
+
+# Tiled GEMM / BMM: the 128x128x64 tile (8 warps, 3 stages) measured best for 3xTF32 on an
+# H200 at 4096^3, whenever it still launches a full wave of programs (132 SMs).
+GEMM_TILES = (
+    dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 64, 8, 3)),
+    dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 64, 8, 3)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
+)
+
+# Direct convolution: M = output positions of one image, N = output channels; the tile
+# is (BLOCK_C channels, BLOCK_P positions, num_warps, 1) and BLOCK_K is unused (0). A long
+# row of positions takes wide position blocks (coalesced, few halo reloads).
+DIRECT_TILES = (
+    dict(cuda=True, min_m=2048, min_n=0, min_k=0, min_programs=0, tile=(2, 1024, 0, 4, 1)),
+    dict(cuda=True, min_m=256, min_n=0, min_k=0, min_programs=0, tile=(8, 256, 0, 4, 1)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 64, 0, 4, 1)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(16, 256, 0, 4, 1)),
+)
+
+# When a convolution takes the direct variant: a GEMM whose N (output channels per group)
+# or K (input channels per group * taps) is below one 16-wide tensor-core step wastes most
+# of every tl.dot (a depthwise 3x3 conv uses 1 of 16 columns and 9 of 16 K lanes).
+DIRECT_BELOW = dict(out_channels_per_group=16, gemm_k=16)
+
+PICK_TILE = '''def pick_tile(rules, cuda, M, N, K, programs):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the first rule whose minimums
+    hold; ``programs(BM, BN)`` counts the programs a tile would launch."""
+    for on_cuda, min_m, min_n, min_k, min_programs, tile in rules:
+        if on_cuda == cuda and M >= min_m and N >= min_n and K >= min_k \\
+                and (min_programs == 0 or programs(tile[0], tile[1]) >= min_programs):
+            return tile
+    raise ValueError(f"no tile rule for M={M}, N={N}, K={K} (cuda={cuda}): the table needs a catch-all row")
+'''
+
+
+def table_source(name: str, table: tuple[dict, ...]) -> str:
+    """The table as a literal for an emitted launcher: one tuple per rule."""
+    rows = "".join(f"    ({r['cuda']}, {r['min_m']}, {r['min_n']}, {r['min_k']}, {r['min_programs']}, "
+                   f"{tuple(r['tile'])}),\n" for r in table)
+    return (f"# {name}: (cuda, min M, min N, min K, min programs, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages));\n"
+            f"# the first row that fits is taken (kernelrag.draft.lower.tiles)\n{name} = (\n{rows})\n")
+
+
+def direct_fits(out_channels_per_group: int, gemm_k: int) -> bool:
+    """True when a convolution with these GEMM sizes should take the direct variant."""
+    return (out_channels_per_group < DIRECT_BELOW["out_channels_per_group"]
+            or gemm_k < DIRECT_BELOW["gemm_k"])

@@ -1,0 +1,171 @@
+"""How conv, pooling, GEMM and per-channel chains are planned: variants, folded crops, fused batch norms,
+and every variant's draft against the task's own Model (float64) at the verifier's CPU sizes."""
+from __future__ import annotations
+
+import os
+import types
+from pathlib import Path
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+
+from kernelrag.draft.lower.lowering import lower, plan_task, variant_choices
+from kernelrag.draft.lower.protocol import Region
+from kernelrag.draft.lower.rank import lower_order
+from kernelrag.verify.task import ShrinkLevel, shrink
+
+SUITE = Path(__file__).parents[1] / "bench" / "tasks"
+HEAD = "import torch\nimport torch.nn as nn\nimport torch.nn.functional as F\n\n"
+
+
+def module_of(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    return module
+
+
+def check(source: str, name: str, variants: tuple[str, ...] | None = None, shrunk: bool = True) -> str:
+    """The draft's reason, after its ModelNew matched the task's Model (parameters randomised)."""
+    draft = lower(source, name, variants)
+    assert draft.ok, draft.reason
+    small = module_of(shrink(source, ShrinkLevel(16, 4), "small", cpu=True).source if shrunk else source,
+                      f"task_{name}")
+    torch.manual_seed(0)
+    model = small.Model(*small.get_init_inputs()).eval()
+    with torch.no_grad():
+        for p in list(model.parameters()) + list(model.buffers()):
+            if p.is_floating_point():
+                p.uniform_(0.5, 1.5)       # never the default init: var = 1, bias = 0 would hide a term
+    inputs = small.get_inputs()
+    new = module_of(draft.source, f"cand_{name}").ModelNew(*small.get_init_inputs())
+    new.load_state_dict(model.state_dict())
+    ref = model.double()(*[x.double() for x in inputs])
+    out = new(*inputs)
+    assert out.shape == ref.shape
+    err = (out.double() - ref).abs().max().item() / max(ref.abs().max().item(), 1e-30)
+    assert err < 1e-5, f"{name} {variants}: relative error {err:.3g}"
+    return draft.reason
+
+
+def regions(source: str) -> list[Region]:
+    return [s for s in plan_task(source)[1] if isinstance(s, Region)]
+
+
+def small_task(forward: str, body: str, inputs: str) -> str:
+    return (HEAD + "class Model(nn.Module):\n    def __init__(self):\n        super().__init__()\n"
+            + "".join(f"        {line}\n" for line in body.splitlines())
+            + f"    def forward(self, x):\n        return {forward}\n\n"
+            + f"def get_inputs():\n    return [{inputs}]\n\ndef get_init_inputs():\n    return []\n")
+
+
+@pytest.mark.parametrize("task,default,other", [
+    ("depthwise_conv1d_causal_silu", ("direct",), ("implicit_gemm",)),
+    ("depthwise_separable_conv2d_relu6", ("direct", "implicit_gemm"), ("implicit_gemm", "implicit_gemm")),
+    ("conv2d_bias_relu", ("implicit_gemm",), ("direct",)),
+    ("conv_transpose2d_bias_silu", ("implicit_gemm",), ("direct",)),
+])
+def test_conv_variants_default_by_channels_per_group_and_both_match(task, default, other):
+    source = (SUITE / f"{task}.py").read_text()
+    combos = variant_choices(source)
+    assert combos[0] == default and other in combos
+    for combo in (default, other):
+        assert f"[{combo[0]}]" in check(source, task, combo)
+
+
+def test_a_causal_slice_is_folded_into_the_conv():
+    source = (SUITE / "depthwise_conv1d_causal_silu.py").read_text()
+    (region,) = regions(source)                     # conv, bias and SiLU: one kernel, no view between
+    graph, _ = plan_task(source)
+    conv = graph[region.state["anchor"]]
+    assert conv.args["crop"] == ((None, -3),) and conv.shape[-1] == graph[graph.outputs[0]].shape[-1]
+    assert "silu" in check(source, "causal")
+
+
+def test_a_conv_output_read_twice_is_not_cropped():
+    source = small_task("(lambda y: F.silu(y[..., :-2]) + y[..., 2:] * 0.5)(self.conv(x))",
+                        "self.conv = nn.Conv1d(4, 4, 3, groups=4, padding=2)", "torch.randn(2, 4, 9)")
+    graph, _ = plan_task(source)
+    assert all("crop" not in n.args for n in graph.live() if n.op == "conv")
+    check(source, "twice", shrunk=False)
+    folded = small_task("self.conv(x)[:, :, 1:-1]", "self.conv = nn.Conv1d(4, 6, 3, padding=2)", "torch.randn(2, 4, 9)")
+    assert [n.args["crop"] for n in plan_task(folded)[0].live() if n.op == "conv"] == [((1, -1),)]
+    check(folded, "inner", shrunk=False)
+
+
+def test_inference_batch_norm_is_a_per_channel_pass():
+    source = (SUITE / "batch_norm_eval_relu.py").read_text()
+    (region,) = regions(source)
+    assert region.template.name == "channelwise"
+    draft = lower(source, "bn")
+    assert "per_channel_hoisting" in draft.transformations
+    assert "tl.rsqrt" in draft.source and "% n3" not in draft.source     # no per-element 4-D index math
+    check(source, "bn")
+
+
+@pytest.mark.parametrize("shape", ["2, 6, 5, 7", "3, 6, 11", "2, 6, 3, 2, 5"])
+def test_per_channel_chains_with_a_residual(shape):
+    residual = small_task("torch.relu(F.batch_norm(x, self.m, self.v, self.w, self.b) + x * 0.5)",
+                          "self.register_buffer('m', torch.zeros(6))\nself.register_buffer('v', torch.ones(6))\n"
+                          "self.w = nn.Parameter(torch.ones(6))\nself.b = nn.Parameter(torch.zeros(6))",
+                          f"torch.randn({shape})")
+    assert [r.template.name for r in regions(residual)] == ["channelwise"]
+    check(residual, "bn_residual", shrunk=False)
+
+
+@pytest.mark.parametrize("forward,body", [
+    ("x * self.w", "self.w = nn.Parameter(torch.ones(7))"),              # broadcast along W: not per channel
+    ("x * 2.0 + 1.0", ""),                                             # no per-channel operand: nothing to hoist
+])
+def test_other_chains_stay_elementwise(forward, body):
+    source = small_task(forward, body, "torch.randn(2, 6, 5, 7)")
+    assert [r.template.name for r in regions(source)] == ["elementwise"]
+    check(source, "ew", shrunk=False)
+
+
+def test_conv_then_inference_batch_norm_is_one_kernel():
+    source = (SUITE / "conv2d_batch_norm_eval_relu.py").read_text()
+    (region,) = regions(source)
+    assert region.template.name == "conv"
+    assert "conv2d > batch_norm > relu" in check(source, "conv_bn")
+
+
+def test_global_pool_then_linear():
+    source = (SUITE / "adaptive_avg_pool2d_linear.py").read_text()
+    assert [r.template.name for r in regions(source)] == ["pool", "gemm"]
+    for combo in variant_choices(source):
+        check(source, "head", combo)
+    functional = small_task("F.adaptive_max_pool2d(x, (1, 1)).flatten(1)", "", "torch.randn(2, 6, 5, 7)")
+    assert [r.template.name for r in regions(functional)] == ["pool"]
+    check(functional, "gmax", shrunk=False)
+
+
+def test_fp32_gemm_variants_name_the_dot_precision():
+    source = (SUITE / "bmm.py").read_text()
+    assert variant_choices(source) == [("tf32x3",), ("ieee",)]
+    fast, exact = lower(source, "bmm"), lower(source, "bmm", ("ieee",))
+    assert "[tf32x3]" in fast.reason and {"tf32x3", "k_major_operands"} <= set(fast.transformations)
+    assert '("tf32x3" if cuda else "ieee") if fp32 else "tf32"' in fast.source
+    assert "[ieee]" in exact.reason and "ieee_fp32_dot" in exact.transformations
+    assert "tf32x3" not in exact.transformations and 'precision = "ieee" if fp32 else "tf32"' in exact.source
+    check(source, "bmm_ieee", ("ieee",))
+    bf16 = (SUITE / "matmul_bf16.py").read_text()
+    assert variant_choices(bf16) == [("tensor_cores",)]
+    assert "tf32x3" not in lower(bf16, "mm").transformations
+
+
+class _Graph:
+    def __init__(self, scores):
+        self.scores = scores
+
+    def suggest(self, pattern, k=8):
+        return [type("S", (), {"transformation": t, "score": s})() for t, s in self.scores.items()]
+
+
+def test_evidence_ranks_the_new_variants():
+    pattern = type("P", (), {"known": True, "signature": "conv1d>silu"})()
+    conv = [("direct",), ("implicit_gemm",)]
+    assert lower_order(conv, pattern, _Graph({"implicit_gemm": 0.8, "direct_convolution": 0.1})) == conv[::-1]
+    gemm = [("tf32x3",), ("ieee",)]
+    assert lower_order(gemm, pattern, _Graph({"tf32x3": 0.1, "ieee_fp32_dot": 0.6})) == gemm[::-1]
