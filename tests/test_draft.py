@@ -212,3 +212,16 @@ def test_offline_drafter_solves_seed_skill_tasks(name, library):
     if verdict.status == "not_checkable":
         pytest.skip(verdict.reason)
     assert verdict.ok, verdict.feedback()
+
+
+def test_on_a_gpu_an_exact_skill_slower_than_compile_comes_after_the_composed_kernels(library):
+    ref = REPO_ROOT / "bench" / "tasks" / "bmm.py"
+    pattern = op_pattern(ref)
+    skill = library.get("bmm_tiled")
+    assert skill.pattern == pattern.signature and skill.provenance["speedup_vs_compile"] < 1.0
+    on_gpu, _ = OfflineDrafter(library).plan(ref.read_text(), pattern, device="cuda")
+    on_cpu, _ = OfflineDrafter(library).plan(ref.read_text(), pattern, device="cpu")
+    keys = [p.key for p in on_gpu]
+    first_lowering = next(i for i, k in enumerate(keys) if k.startswith("lowering:"))
+    assert keys.index("bmm_tiled") > first_lowering and "torch.compile" in on_gpu[keys.index("bmm_tiled")].why
+    assert on_cpu[0].key == "bmm_tiled"                  # no timing there: the exact skill first

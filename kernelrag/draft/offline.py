@@ -9,7 +9,9 @@ Plan for a task, best first:
   2. a generated fused kernel when the task is an elementwise chain (codegen),
   3. the task lowered onto kernel templates (``draft.lower``): one plan per variant
      combination, in the order the reasoning graph's evidence ranks them (``lower.rank``),
-  4. skills of the same category with pattern similarity >= SIMILAR_MIN.
+  4. on a GPU, the exact skills whose own measurement was slower than torch.compile
+     (they come after 1 there),
+  5. skills of the same category with pattern similarity >= SIMILAR_MIN.
 A skill is used only when its ``ModelNew`` constructor accepts the task's
 ``get_init_inputs()``. Constants the skill declares in a ``[constants]`` table
 of skill.toml (module-level names in kernel.py) take the task's module-level
@@ -110,6 +112,12 @@ def float_dtypes(pattern: "OpPattern") -> set[str]:
     return {d for d in dtypes if d.startswith(("float", "bfloat", "half", "double"))}
 
 
+def _loses_to_compile(skill: Any) -> bool:
+    """The skill's own GPU measurement put it behind torch.compile."""
+    ratio = (skill.provenance or {}).get("speedup_vs_compile")
+    return isinstance(ratio, (int, float)) and bool((skill.provenance or {}).get("gpu")) and ratio < 1.0
+
+
 def lowering_plans(task: Task, pattern: "OpPattern", notes: list[str], graph: Any = None) -> list[Plan]:
     """One plan per template-variant combination (``Plan.skill`` holds the variant tuple)."""
     from kernelrag.draft.lower.lowering import variant_choices
@@ -174,12 +182,19 @@ class OfflineDrafter:
 
         exact = sorted((s for s in usable if s.pattern == pattern.signature),
                        key=lambda s: (_STATE_ORDER.get(s.review_state, 9), -(s.provenance.get("speedup_vs_eager") or 0)))
+        # on a GPU, an exact skill measured slower than torch.compile goes after the composed
+        # kernels (untried, they may win); it stays ahead of the merely similar skills
+        slow = [s for s in exact if device == "cuda" and _loses_to_compile(s)]
         for s in exact:
-            add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state})", 1.0)
+            if s not in slow:
+                add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state})", 1.0)
         if backend == "triton":   # codegen says for itself whether the task is a chain (a meta trace)
             plans.append(Plan("codegen", "codegen", f"{pattern.signature} may be an elementwise chain: "
                                                     "generate one fused Triton kernel", 0.99))
             plans.extend(lowering_plans(task, pattern, notes, self.graph))
+        for s in slow:
+            add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state}); tried after "
+                   f"the composed kernels: measured at {s.provenance['speedup_vs_compile']:.2f}x torch.compile", 0.98)
         exact_names = {s.name for s in exact}
         for m in self.library.find(pattern, category=pattern.category, k=8):
             if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN:
