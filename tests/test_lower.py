@@ -166,7 +166,7 @@ def test_offline_plan_tries_lowering_after_codegen():
     assert not d2.ok
 
 
-@pytest.mark.parametrize("name", ["cross_entropy", "group_norm"])
+@pytest.mark.parametrize("name", ["cross_entropy", "group_norm", "bmm_scale_softmax"])
 def test_suite_tasks_pass_the_verifier(name):
     verify = pytest.importorskip("kernelrag.verify")
     src = (TASKS / f"{name}.py").read_text()

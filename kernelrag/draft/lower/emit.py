@@ -55,8 +55,12 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
         if isinstance(step, ViewStep):
             node = graph[step.node]
             code = node.args["code"].format(*[names[i] for i in node.inputs])
+            if node.op == "scalar" and code in graph.input_names:    # a number argument: used as it is
+                names[node.id] = code
+                continue
             names[node.id] = f"t{node.id}"
-            body.append(f"        t{node.id} = {code}   # a view: free")
+            what = "a number, passed to the kernels by value" if node.op == "scalar" else "a view: free"
+            body.append(f"        t{node.id} = {code}   # {what}")
             continue
         e = next(em)
         try:

@@ -7,6 +7,8 @@ purpose, so that every template can say exactly which of them it places:
   input      a forward argument                      args: name, index
   param      a parameter or buffer of the model      args: path ("ln.weight")
   const      a Python number                         args: value; shape ()
+  scalar     a number read in forward at run time    args: code ("self.scale", "s", "({0} * 2.0)"); shape ();
+             (a float attribute, a number argument)  kernels take it by value, never as a literal
   <ew op>    an elementwise op (``exprs.OPS``)       args: keyword arguments of the op
   reduce     sum/mean/max/min/prod/argmax/argmin     args: fn, dims (non-negative), keepdim
   scan       cumsum/cumprod along one dim            args: fn, dim, reverse

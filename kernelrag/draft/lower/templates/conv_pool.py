@@ -41,8 +41,10 @@ class _AnchoredTemplate:
             region.state["anchor"] = node.id
             return True
         inside = set(region.nodes)
+        # a number read at run time (``scalar``) is not an argument of these kernels: its op starts
+        # an elementwise region instead of being baked in
         return (is_elementwise(node) and node.shape == region.domain and any(i in inside for i in node.inputs)
-                and all(i in inside or graph[i].op == "const" or (graph[i].kind == "float"
+                and all(i in inside or graph[i].op == "const" or (graph[i].kind == "float" and graph[i].op != "scalar"
                                                                   and fits(graph[i].shape, region.domain))
                         for i in node.inputs))
 
