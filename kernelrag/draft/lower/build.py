@@ -83,7 +83,7 @@ def _convert(gm: Any, model: Any, inputs: list) -> Graph:
     import torch.fx
     from torch.fx.passes.shape_prop import ShapeProp
 
-    with _meta_device():
+    with _meta_device(), torch.no_grad():     # as the verifier runs it (no autograd checks on parameters)
         ShapeProp(gm).propagate(*inputs)
     graph = Graph()
     dec = Decomposer(graph, gm, model)
