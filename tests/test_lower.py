@@ -166,7 +166,7 @@ def test_offline_plan_tries_lowering_after_codegen():
     assert not d2.ok
 
 
-@pytest.mark.parametrize("name", ["cross_entropy", "group_norm", "bmm_scale_softmax"])
+@pytest.mark.parametrize("name", ["cross_entropy", "group_norm", "group_norm_silu", "bmm_scale_softmax"])
 def test_suite_tasks_pass_the_verifier(name):
     verify = pytest.importorskip("kernelrag.verify")
     src = (TASKS / f"{name}.py").read_text()
@@ -174,6 +174,22 @@ def test_suite_tasks_pass_the_verifier(name):
     assert d.ok, d.reason
     verdict = verify.verify_source(src, d.source, device="cpu")
     assert verdict.ok, verdict.feedback()
+
+
+@pytest.mark.parametrize("name,level", [("group_norm_silu", (16, 8)), ("conv3d_group_norm_silu", (16, 4))])
+def test_group_count_is_read_from_the_module_at_run_time(name, level):
+    """The verifier's smaller sizes may shrink the group count with the channels (32 -> 8, 32 -> 4)."""
+    from kernelrag.verify.task import ShrinkLevel, shrink
+
+    src = (TASKS / f"{name}.py").read_text()
+    d = lower(src, name)
+    assert d.ok, d.reason
+    views = [line for line in d.source.splitlines() if "# a view" in line]
+    assert any("self.gn.num_groups" in v for v in views) and not any(", 32," in v for v in views), views
+    small = shrink(src, ShrinkLevel(*level), "small", cpu=True)
+    assert small.sizes["num_groups"] == [32, level[1]], small.sizes
+    ref, out = run_both(small.source, d.source)
+    assert_close(ref, out)
 
 
 def test_few_long_rows_default_to_the_two_stage_split():

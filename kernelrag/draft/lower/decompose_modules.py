@@ -21,7 +21,7 @@ def RMSNorm(dec, mod, path, args, kwargs):
 
 def GroupNorm(dec, mod, path, args, kwargs):
     return N.group_norm(dec, args[0], mod.num_groups, _p(dec, path, mod, "weight"), _p(dec, path, mod, "bias"),
-                        mod.eps)
+                        mod.eps, f"self.{path}.num_groups")
 
 
 def _instance(dec, mod, path, args, kwargs):

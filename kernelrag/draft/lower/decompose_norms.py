@@ -60,7 +60,9 @@ def op_rms_norm(dec, args, kwargs):
                     _arg(args, kwargs, 3, "eps"))
 
 
-def group_norm(dec, x, groups: int, weight, bias, eps) -> IrRef:
+def group_norm(dec, x, groups: int, weight, bias, eps, groups_code: str = "") -> IrRef:
+    """``groups_code``: the group count as ``forward`` reads it at run time (``self.gn.num_groups``):
+    a task whose sizes shrink may shrink its group count too, so the traced number is only a default."""
     shape = dec.shape(x.id)
     if len(shape) < 2 or shape[1] % groups:
         raise Unsupported(f"group_norm: {groups} groups do not divide the channels of shape {shape}")
@@ -68,13 +70,13 @@ def group_norm(dec, x, groups: int, weight, bias, eps) -> IrRef:
     rest = 1
     for s in shape[2:]:
         rest *= s
+    g = groups_code or str(groups)
     grouped = (n, groups, c // groups, rest)
-    xg = dec.view(x, f"{{0}}.reshape({{0}}.shape[0], {groups}, {{0}}.shape[1] // {groups}, -1)", grouped,
-                  "group_norm")
+    xg = dec.view(x, f"{{0}}.reshape({{0}}.shape[0], {g}, {{0}}.shape[1] // {g}, -1)", grouped, "group_norm")
     y = _normalise(dec, xg, (2, 3), eps, "group_norm")
-    wv = dec.view(weight, f"{{0}}.view(1, {groups}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
+    wv = dec.view(weight, f"{{0}}.view(1, {g}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
         if isinstance(weight, IrRef) else None
-    bv = dec.view(bias, f"{{0}}.view(1, {groups}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
+    bv = dec.view(bias, f"{{0}}.view(1, {g}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
         if isinstance(bias, IrRef) else None
     y = _affine(dec, y, wv, bv, "group_norm")
     return dec.view(y, "{0}.view({1}.shape)", shape, "group_norm", x)
