@@ -192,6 +192,18 @@ def test_group_count_is_read_from_the_module_at_run_time(name, level):
     assert_close(ref, out)
 
 
+def test_cumprod_passes_the_verifier_when_large_inputs_leave_the_fp32_range():
+    """A cumprod of inputs x 1e3 is finite in float64 and past fp32's range: no fp32 output can
+    match it, so that trial takes other inputs; the kernel's own products are exact in fp64."""
+    verify = pytest.importorskip("kernelrag.verify")
+    src = (Path(__file__).parent / "fixtures" / "tasks" / "cumprod_kernelbench.py").read_text()
+    for combo in variant_choices(src):
+        d = lower(src, "cumprod", combo)
+        assert d.ok, d.reason
+        verdict = verify.verify_source(src, d.source, device="cpu")
+        assert verdict.ok, verdict.feedback()
+
+
 def test_few_long_rows_default_to_the_two_stage_split():
     src = task("torch.mean((x - y) ** 2)", args="x, y", inputs="torch.randn(batch_size, dim), torch.randn(batch_size, dim)",
                dims="batch_size = 4\ndim = 20000")
