@@ -116,6 +116,19 @@ def test_what_no_template_places_is_named():
     assert not d.ok and "flip" in d.reason
 
 
+def test_a_partial_lowering_leaves_what_no_template_places_in_pytorch():
+    src = task("torch.softmax(v, dim=1) + i.float()", args="x",
+               inputs="torch.randn(batch_size, dim)").replace(
+        "        return torch.softmax", "        v, i = torch.sort(torch.relu(x) * 2.0, dim=1)\n        return torch.softmax")
+    assert not lower(src).ok
+    d = lower(src, partial=True)
+    assert d.ok, d.reason
+    assert [u.split(" ")[0] for u in d.unplaced] == ["sort"] and "left in PyTorch: sort" in d.reason
+    assert d.source.count("torch.sort(") == 1        # one call; values and indices are views of it
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out)
+
+
 def test_model_new_keeps_the_parameter_names():
     src = task("self.block.ln(x) * self.scale", body="self.block = nn.Module()\nself.block.ln = nn.LayerNorm(300)\n"
                "self.scale = nn.Parameter(torch.ones(300))")

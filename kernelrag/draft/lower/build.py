@@ -29,15 +29,19 @@ def _shape(node: Any) -> tuple[int, ...]:
     return tuple(int(s) for s in meta.shape)
 
 
-def build_graph(module: Any) -> tuple[Graph, Any]:
-    """(IR graph, the meta model) for a loaded task module; raises Unsupported saying what failed."""
+def build_graph(module: Any, partial: bool = False) -> tuple[Graph, Any]:
+    """(IR graph, the meta model) for a loaded task module; raises Unsupported saying what failed.
+
+    ``partial``: an op no decomposition places stays a PyTorch call in ``forward`` (a ``torch``
+    node, listed in ``graph.unplaced``) instead of failing the whole task: a starting point for
+    the LLM drafter, never a candidate of the offline drafter."""
     with _meta_device():           # as patterns.trace builds it, but in the mode the task leaves it in
         model = module.Model(*module.get_init_inputs())
         inputs = list(module.get_inputs())
     try:
-        return _build(model, inputs, True)
+        return _build(model, inputs, True, partial)
     except _ProxiesUsed:           # a number the trace or a decomposition needs as a literal
-        return _build(model, inputs, False)
+        return _build(model, inputs, False, partial)
 
 
 class _ProxiesUsed(Exception):
@@ -62,10 +66,10 @@ def _trace(model: Any, numbers: bool) -> tuple[Any, bool]:
     return torch.fx.GraphModule(tracer.root, graph, type(model).__name__), used
 
 
-def _build(model: Any, inputs: list, numbers: bool) -> tuple[Graph, Any]:
+def _build(model: Any, inputs: list, numbers: bool, partial: bool) -> tuple[Graph, Any]:
     gm, used = _trace(model, numbers)
     try:
-        return _convert(gm, model, inputs), model
+        return _convert(gm, model, inputs, partial), model
     except Exception as exc:
         if used:
             raise _ProxiesUsed() from exc
@@ -78,7 +82,7 @@ def _number_kind(value: Any) -> str | None:
     return FLOAT if isinstance(value, float) else INDEX
 
 
-def _convert(gm: Any, model: Any, inputs: list) -> Graph:
+def _convert(gm: Any, model: Any, inputs: list, partial: bool) -> Graph:
     import torch
     import torch.fx
     from torch.fx.passes.shape_prop import ShapeProp
@@ -122,8 +126,10 @@ def _convert(gm: Any, model: Any, inputs: list) -> Graph:
             kwargs.pop("out", None)
             try:
                 env[node] = _decompose(dec, gm, node, args, kwargs)
-            except CodegenError as exc:
-                raise Unsupported(str(exc)) from None
+            except (Unsupported, CodegenError) as exc:
+                if not partial:
+                    raise Unsupported(str(exc)) from None
+                env[node] = _left_in_torch(graph, node, args, kwargs, str(exc))
     if not graph.outputs:
         raise Unsupported("the model returns nothing")
     dec.check_no_pending(graph.outputs)
@@ -138,6 +144,42 @@ def _decompose(dec: Decomposer, gm: Any, node: Any, args: Any, kwargs: dict) -> 
     name = _function_name(node.target) if node.op == "call_function" else str(node.target)
     name = normalise_name(name) if name not in ("rsub", "max", "min") else name
     return dec.function(name, list(args), kwargs, _shape(node))
+
+
+def _left_in_torch(graph: Graph, node: Any, args: Any, kwargs: dict, why: str) -> Any:
+    """The fx node as a PyTorch call in ``forward`` (partial lowering): one ``torch`` node per tensor result."""
+    from torch.fx.node import _get_qualified_name
+
+    refs: list[int] = []
+
+    def text(v: Any) -> str:
+        if isinstance(v, IrRef):
+            refs.append(v.id)
+            return "{%d}" % (len(refs) - 1)
+        if isinstance(v, (list, tuple)):
+            inner = ", ".join(text(x) for x in v)
+            return f"[{inner}]" if isinstance(v, list) else f"({inner}{',' if len(v) == 1 else ''})"
+        return repr(v)
+
+    parts = [text(a) for a in args] + [f"{k}={text(v)}" for k, v in kwargs.items()]
+    if node.op == "call_method":
+        code = f"{parts[0]}.{node.target}({', '.join(parts[1:])})"
+    elif node.op == "call_module":
+        code = f"self.{node.target}({', '.join(parts)})"
+    else:
+        code = f"{_get_qualified_name(node.target).replace('_operator.', 'operator.')}({', '.join(parts)})"
+    name = str(node.target).split(".")[-1] if node.op != "call_function" else _function_name(node.target)
+    graph.unplaced.append(f"{name} ({why})")
+    meta = node.meta.get("tensor_meta")
+    metas = list(meta) if isinstance(meta, (list, tuple)) else [meta]
+    if any(m is None or not hasattr(m, "shape") for m in metas):
+        raise Unsupported(f"{name} returns something other than tensors; it cannot stay in PyTorch here")
+    if not isinstance(meta, (list, tuple)):
+        return IrRef(graph.add("torch", list(refs), tuple(int(x) for x in meta.shape), kind_of_dtype(meta.dtype),
+                               name, code=code))
+    whole = graph.add("torch", list(refs), (), FLOAT, name, code=code)        # called once; its parts are views
+    return tuple(IrRef(graph.add("view", [whole], tuple(int(x) for x in m.shape), kind_of_dtype(m.dtype), name,
+                                 code="{0}[%d]" % k)) for k, m in enumerate(metas))
 
 
 def _attribute(gm: Any, path: str) -> Any:
