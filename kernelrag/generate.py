@@ -27,7 +27,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kernelrag.draft.llm import extract_code
-from kernelrag.draft.lower.lowering import lower
+from kernelrag.draft.lower.lowering import lower, variant_choices
+from kernelrag.draft.lower.rank import lower_order
 from kernelrag.draft.offline import OfflineDrafter
 from kernelrag.draft.prompts import declared_transformations, kernel_messages
 from kernelrag.errors import ConfigError, LLMError
@@ -179,10 +180,15 @@ class Loop:
                                      skill=skill.name, seconds=time.perf_counter() - start))
 
     def _composed(self) -> DraftResult | None:
-        """The lowering's draft of the task with unplaced ops left in PyTorch: the LLM's starting point."""
+        """The lowering's best draft of the task (the variants the graph's evidence ranks first), its
+        unplaced ops left in PyTorch: the LLM's starting point."""
         if self.backend != "triton":
             return None
-        draft = lower(self.task, getattr(self.ctx.pattern, "signature", ""), partial=True)
+        try:
+            best = lower_order(variant_choices(self.task, partial=True), self.ctx.pattern, self.parts.graph)[0]
+        except Exception:          # Unsupported, or the task failing on the meta device: lower says why
+            best = None
+        draft = lower(self.task, getattr(self.ctx.pattern, "signature", ""), best, partial=True)
         if not draft.ok:
             self.notes.append(f"no composed starting point for the prompt: {draft.reason}")
         return draft

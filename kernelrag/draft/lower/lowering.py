@@ -31,9 +31,9 @@ def _default(graph, region: Region) -> str:
     return pick(graph, region) if pick else region.template.variants[0]
 
 
-def variant_choices(task: "Task | str") -> list[tuple[str, ...]]:
+def variant_choices(task: "Task | str", partial: bool = False) -> list[tuple[str, ...]]:
     """Every combination worth trying: one variant per region, the default first."""
-    graph, steps = plan_task(task)
+    graph, steps = plan_task(task, partial)
     regions = [s for s in steps if isinstance(s, Region)]
     combos = [tuple(_default(graph, r) for r in regions)]
     for k, r in enumerate(regions):
