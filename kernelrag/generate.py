@@ -4,7 +4,8 @@
    dtypes and size class fit the task, is re-verified on this task; if its verdict
    holds the answer comes from memory: no LLM call, one verification.
 2. Rounds until a verdict is ok or ``max_rounds`` is reached: draft (the LLM when
-   one is configured, else the offline drafter), verify, and hand the verdict's
+   one is configured, its prompt carrying the lowering's composed draft of the task
+   as a starting point; else the offline drafter), verify, and hand the verdict's
    ``feedback()`` to the next round. On a GPU a verified kernel with a ``CONFIGS``
    list then goes through the configuration search (``memory.config_search``, up to
    ``tune_top_k`` more verifications, or one when memory holds the winner); a faster
@@ -29,6 +30,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
 from kernelrag.draft.llm import extract_code
+from kernelrag.draft.lower.lowering import lower, variant_choices
+from kernelrag.draft.lower.rank import lower_order
 from kernelrag.draft.offline import OfflineDrafter
 from kernelrag.draft.prompts import declared_transformations, kernel_messages
 from kernelrag.errors import ConfigError, KernelRAGError, LLMError
@@ -38,7 +41,7 @@ from kernelrag.memory.config_search import TRANSFORMATION, search_configs, searc
 from kernelrag.memory.tuning import TuningStore
 from kernelrag.memory.writeback import MEMORY_STATES
 from kernelrag.task import Task
-from kernelrag.types import Cost, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
+from kernelrag.types import Cost, DraftResult, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
 from kernelrag.verify import verify_source
 from kernelrag.verify.ceilings import cache_path
 
@@ -148,6 +151,7 @@ class Loop:
         self.rounds: list[Round] = []
         self.extra: list[dict] = []          # per round: LLM messages and raw answer, for the log
         self.notes: list[str] = list(parts.notes)
+        self.composed: DraftResult | None = None      # the LLM prompt's starting point (see _composed)
 
     # --- steps -------------------------------------------------------------------
     def _verify(self, candidate: str) -> "Verdict":
@@ -180,13 +184,28 @@ class Loop:
                                      feedback=verdict.feedback(), transformations=d.transformations,
                                      skill=skill.name, seconds=time.perf_counter() - start))
 
+    def _composed(self) -> DraftResult | None:
+        """The lowering's best draft of the task (the variants the graph's evidence ranks first), its
+        unplaced ops left in PyTorch: the LLM's starting point."""
+        if self.backend != "triton":
+            return None
+        try:
+            best = lower_order(variant_choices(self.task, partial=True), self.ctx.pattern, self.parts.graph)[0]
+        except Exception:          # Unsupported, or the task failing on the meta device: lower says why
+            best = None
+        draft = lower(self.task, getattr(self.ctx.pattern, "signature", ""), best, partial=True)
+        if not draft.ok:
+            self.notes.append(f"no composed starting point for the prompt: {draft.reason}")
+        return draft
+
     def _llm_round(self, index: int, examples: list, gpu: GpuFigures) -> Round:
         prev = self.rounds[-1] if self.rounds else None
         prev_answer = self.extra[-1].get("answer") if prev is not None else None
         if prev is not None and not prev_answer:
             prev_answer = f"```python\n{prev.draft}\n```" if prev.draft else None
         messages = kernel_messages(self.ctx, gpu, backend=self.backend, examples=examples,
-                                   previous_answer=prev_answer, feedback=prev.feedback if prev else None)
+                                   previous_answer=prev_answer, feedback=prev.feedback if prev else None,
+                                   composed=self.composed)
         start = time.perf_counter()
         done = self.parts.llm.chat(messages)       # an endpoint failure raises LLMError: the run stops
         self.cost.llm_calls += 1
@@ -234,6 +253,7 @@ class Loop:
         if not from_memory:
             examples = self._examples() if use_llm else []
             gpu = gpu_figures(self.settings, self.device) if use_llm else None
+            self.composed = self._composed() if use_llm else None
             tried: set[str] = set()
             if self.rounds and self.rounds[-1].skill:
                 tried.add(self.rounds[-1].skill)

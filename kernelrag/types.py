@@ -151,6 +151,7 @@ class DraftResult:
     pattern: str = ""                 # the op pattern the drafter saw
     closest: list[str] = field(default_factory=list)   # nearest skills when nothing matched
     messages: list[dict[str, str]] = field(default_factory=list)  # LLM prompt, when one was sent
+    unplaced: list[str] = field(default_factory=list)  # ops a partial lowering left in PyTorch, with why
 
     def to_dict(self) -> dict[str, Any]:
         return _fields(self)

@@ -108,6 +108,17 @@ def test_answers_without_code_or_with_the_wrong_class_become_failed_rounds(empty
     assert result.write_back.graph_records == 1          # only the verified round says anything
 
 
+def test_the_prompt_starts_from_the_lowerings_composed_draft(empty_seed):
+    with CannedLLM(["no_code.md", "no_code.md"]) as server:
+        result = make(empty_seed, server).generate(str(TASK), max_rounds=2)
+    assert result.cost.verify_calls == 0            # nothing to verify: the composed draft is only shown
+    for k in (0, 1):                                # every round's prompt carries it
+        prompt = server.prompt_text(k)
+        assert "Starting point: the task composed from kernelrag's verified templates" in prompt
+        assert "composed 1 kernel(s) from templates: elementwise: relu > mul > add" in prompt
+        assert "def elementwise_0_kernel(" in prompt and "Every op of the task is placed in a kernel." in prompt
+
+
 def test_endpoint_down_stops_the_run_with_the_reason(empty_seed):
     with CannedLLM([], fail_first=100) as server:
         result = make(empty_seed, server).generate(str(TASK), max_rounds=3)

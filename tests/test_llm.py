@@ -159,3 +159,22 @@ def test_kernel_prompt_carries_every_part_it_is_given():
                              feedback="Verification result: compile_error. syntax error at line 3")
     assert [m["role"] for m in second] == ["system", "user", "assistant", "user"]
     assert "syntax error at line 3" in second[-1]["content"]
+
+
+def test_kernel_prompt_names_the_ops_the_composed_draft_left_in_pytorch():
+    from kernelrag.draft.lower.lowering import lower
+    from kernelrag.draft.prompts import kernel_messages
+    from kernelrag.types import GpuFigures, RetrievedContext
+
+    src = (FIXTURES / "task_relu_affine.py").read_text().replace(
+        "torch.relu(x) * 2.0 + 1.0", "torch.softmax(torch.sort(torch.relu(x), dim=1)[0], dim=1)")
+    whole = lower(src)
+    assert not whole.ok and "sort" in whole.reason          # the offline drafter never gets a partial draft
+    composed = lower(src, partial=True)
+    assert composed.ok and len(composed.unplaced) == 1 and composed.unplaced[0].startswith("sort")
+    ctx = RetrievedContext(task_source=src, task_path=None, pattern=None)
+    user = kernel_messages(ctx, GpuFigures(name="NVIDIA H200"), composed=composed)[1]["content"]
+    assert "Left in PyTorch (no template places them" in user and "- sort (" in user
+    assert "torch.sort(" in user and "def rowwise_" in user and "def elementwise_" in user
+    failed = kernel_messages(ctx, GpuFigures(name="NVIDIA H200"), composed=whole)[1]["content"]
+    assert "kernelrag's lowering could not compose this task" in failed and whole.reason in failed

@@ -116,6 +116,19 @@ def test_what_no_template_places_is_named():
     assert not d.ok and "flip" in d.reason
 
 
+def test_a_partial_lowering_leaves_what_no_template_places_in_pytorch():
+    src = task("torch.softmax(v, dim=1) + i.float()", args="x",
+               inputs="torch.randn(batch_size, dim)").replace(
+        "        return torch.softmax", "        v, i = torch.sort(torch.relu(x) * 2.0, dim=1)\n        return torch.softmax")
+    assert not lower(src).ok
+    d = lower(src, partial=True)
+    assert d.ok, d.reason
+    assert [u.split(" ")[0] for u in d.unplaced] == ["sort"] and "left in PyTorch: sort" in d.reason
+    assert d.source.count("torch.sort(") == 1        # one call; values and indices are views of it
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out)
+
+
 def test_model_new_keeps_the_parameter_names():
     src = task("self.block.ln(x) * self.scale", body="self.block = nn.Module()\nself.block.ln = nn.LayerNorm(300)\n"
                "self.scale = nn.Parameter(torch.ones(300))")
@@ -166,7 +179,7 @@ def test_offline_plan_tries_lowering_after_codegen():
     assert not d2.ok
 
 
-@pytest.mark.parametrize("name", ["cross_entropy", "group_norm"])
+@pytest.mark.parametrize("name", ["cross_entropy", "group_norm", "group_norm_silu", "bmm_scale_softmax"])
 def test_suite_tasks_pass_the_verifier(name):
     verify = pytest.importorskip("kernelrag.verify")
     src = (TASKS / f"{name}.py").read_text()
@@ -174,6 +187,34 @@ def test_suite_tasks_pass_the_verifier(name):
     assert d.ok, d.reason
     verdict = verify.verify_source(src, d.source, device="cpu")
     assert verdict.ok, verdict.feedback()
+
+
+@pytest.mark.parametrize("name,level", [("group_norm_silu", (16, 8)), ("conv3d_group_norm_silu", (16, 4))])
+def test_group_count_is_read_from_the_module_at_run_time(name, level):
+    """The verifier's smaller sizes may shrink the group count with the channels (32 -> 8, 32 -> 4)."""
+    from kernelrag.verify.task import ShrinkLevel, shrink
+
+    src = (TASKS / f"{name}.py").read_text()
+    d = lower(src, name)
+    assert d.ok, d.reason
+    views = [line for line in d.source.splitlines() if "# a view" in line]
+    assert any("self.gn.num_groups" in v for v in views) and not any(", 32," in v for v in views), views
+    small = shrink(src, ShrinkLevel(*level), "small", cpu=True)
+    assert small.sizes["num_groups"] == [32, level[1]], small.sizes
+    ref, out = run_both(small.source, d.source)
+    assert_close(ref, out)
+
+
+def test_cumprod_passes_the_verifier_when_large_inputs_leave_the_fp32_range():
+    """A cumprod of inputs x 1e3 is finite in float64 and past fp32's range: no fp32 output can
+    match it, so that trial takes other inputs; the kernel's own products are exact in fp64."""
+    verify = pytest.importorskip("kernelrag.verify")
+    src = (Path(__file__).parent / "fixtures" / "tasks" / "cumprod_kernelbench.py").read_text()
+    for combo in variant_choices(src):
+        d = lower(src, "cumprod", combo)
+        assert d.ok, d.reason
+        verdict = verify.verify_source(src, d.source, device="cpu")
+        assert verdict.ok, verdict.feedback()
 
 
 def test_few_long_rows_default_to_the_two_stage_split():

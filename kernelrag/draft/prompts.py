@@ -3,18 +3,21 @@
 A kernel prompt carries, in this order: the rules, the task source and its op
 pattern, the target GPU's measured figures, the reasoning graph's ranked
 transformations with evidence and known failures, retrieved passages numbered
-for citation, one or two similar skills' kernels as worked examples, and from
-round 2 the previous draft and the verifier's feedback on it.
+for citation, one or two similar skills' kernels as worked examples, the lowering's
+composed draft of this very task as a starting point (its kernels from verified
+templates, and the ops it left in PyTorch for the model to replace), and from round
+2 the previous draft and the verifier's feedback on it.
 """
 from __future__ import annotations
 
 import re
 
 from kernelrag.memory.storage import load_vocabulary
-from kernelrag.types import GpuFigures, Passage, RetrievedContext, SkillRef, Transformation
+from kernelrag.types import DraftResult, GpuFigures, Passage, RetrievedContext, SkillRef, Transformation
 
 PASSAGE_CHARS = 1500
 EXAMPLE_CHARS = 6000
+COMPOSED_CHARS = 16000
 PREVIOUS_CHARS = 8000
 
 
@@ -100,17 +103,36 @@ def _examples_section(examples: list[tuple[SkillRef, str]]) -> str:
     return "\n\n".join(parts)
 
 
+def composed_section(composed: DraftResult | None) -> str:
+    """The lowering's draft of this task (``lower(..., partial=True)``) as a starting point."""
+    if composed is None:
+        return ""
+    if not composed.ok:
+        return f"## kernelrag's lowering could not compose this task\n{composed.reason}"
+    source = composed.source
+    if len(source) > COMPOSED_CHARS:
+        source = source[:COMPOSED_CHARS] + "\n# ... (truncated)"
+    left = ("Left in PyTorch (no template places them; write kernels for these, the verifier rejects "
+            "PyTorch compute ops):\n" + "\n".join(f"- {op}" for op in composed.unplaced)
+            if composed.unplaced else "Every op of the task is placed in a kernel.")
+    return (f"## Starting point: the task composed from kernelrag's verified templates (not yet verified here)\n"
+            f"{composed.reason}\n{left}\nImprove on it or replace it; keep what is right.\n"
+            f"```python\n{source.rstrip()}\n```")
+
+
 def kernel_messages(ctx: RetrievedContext, gpu: GpuFigures, *, backend: str = "triton",
                     examples: list[tuple[SkillRef, str]] = (), previous_answer: str | None = None,
-                    feedback: str | None = None) -> list[dict[str, str]]:
+                    feedback: str | None = None, composed: DraftResult | None = None) -> list[dict[str, str]]:
     """Chat messages for one drafting round. From round 2, pass the previous answer
-    (or draft) and the verifier's ``feedback()`` on it."""
+    (or draft) and the verifier's ``feedback()`` on it; ``composed`` is the lowering's
+    draft of the task (Triton only), shown as a starting point."""
     sections = [
         _task_section(ctx),
         f"## Target GPU\n{gpu.describe()}",
         _transformations_section(ctx.transformations, ctx.failures),
         passages_section(ctx.passages),
         _examples_section(list(examples)),
+        composed_section(composed),
         "Write the complete module defining ModelNew now.",
     ]
     messages = [{"role": "system", "content": kernel_system(backend)},

@@ -130,13 +130,13 @@ class Reference:
             dist = C.DISTRIBUTIONS[t % len(C.DISTRIBUTIONS)]
             tseed = seed + t
             inputs, native_t, refs_t = self._reference("primary", tseed, dist)
-            if finite and not _finite(refs_t):
+            if finite and not _finite(refs_t, native_t):
                 tried = [dist]
                 if nonneg:
                     dist = dist + "+abs"
                     tried.append(dist)
                     inputs, native_t, refs_t = self._reference("primary", tseed, dist)
-                if not _finite(refs_t):
+                if not _finite(refs_t, native_t):
                     dist = "task"
                     inputs, native_t, refs_t = self._reference("primary", tseed, dist)
                 self.warn(f"trial {t}: {' and '.join(tried)} inputs gave a non-finite reference; used {dist}")
@@ -152,7 +152,7 @@ class Reference:
         for i in range(LATE_CALLS.get(self.device, 0) if "late" in self.mods else 0):
             dist = "normal" if not nonneg else "normal+abs"
             inputs, native_l, refs_l = self._reference("late", seed + LATE_SEED + i, dist)
-            if finite and not _finite(refs_l):
+            if finite and not _finite(refs_l, native_l):
                 dist = "task"
                 inputs, native_l, refs_l = self._reference("late", seed + LATE_SEED + i, dist)
             trials.append(self._trial(f"late{i}", "late", seed + LATE_SEED + i, dist, inputs, refs_l,
@@ -242,8 +242,12 @@ class TaskProblem(Exception):
     """The task itself cannot be checked (reported as not_checkable)."""
 
 
-def _finite(refs: list[torch.Tensor]) -> bool:
-    return all(bool(torch.isfinite(r).all()) for r in refs if r.is_floating_point())
+def _finite(refs: list[torch.Tensor], natives: list[torch.Tensor] | None = None) -> bool:
+    """Every floating reference is finite, cast to the task's own output dtype when ``natives`` are
+    given: a value past fp32's range (a cumprod of large inputs) is one no fp32 output can match."""
+    pairs = zip(refs, natives) if natives is not None else ((r, r) for r in refs)
+    return all(bool(torch.isfinite(r.to(n.dtype) if n.is_floating_point() else r).all())
+               for r, n in pairs if r.is_floating_point())
 
 
 def prepare(job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:

@@ -11,8 +11,9 @@ from __future__ import annotations
 from typing import Any
 
 from kernelrag.draft.lower import decompose_conv, decompose_gemm, decompose_modules, decompose_norms, decompose_ops
-from kernelrag.draft.lower.exprs import ELEMENTWISE, kind_of
+from kernelrag.draft.lower.exprs import ELEMENTWISE, kind_of, literal
 from kernelrag.draft.lower.ir import FLOAT, INDEX, Graph, broadcast
+from kernelrag.draft.lower.scalars import python_expr
 from kernelrag.draft.lower.values import IrRef, Unsupported, _Flip, _arg, _dims, kind_of_dtype  # noqa: F401
 
 
@@ -45,11 +46,30 @@ class Decomposer:
 
     def ew(self, op: str, *ins: Any, origin: str = "", **kw: Any) -> "IrRef":
         ids = [self.c(i) for i in ins]
+        if any(isinstance(v, IrRef) for v in kw.values()):
+            raise Unsupported(f"{op} takes {', '.join(k for k, v in kw.items() if isinstance(v, IrRef))} "
+                              "as a literal here, not a traced value")
+        if ids and all(self.g[i].op in ("scalar", "const") for i in ids) and \
+                any(self.g[i].op == "scalar" for i in ids):
+            return self.number(op, ids, kw)
         try:
             shape = broadcast(*[self.shape(i) for i in ids])
         except ValueError as exc:
             raise Unsupported(f"{op}: {exc}") from None
         return IrRef(self.g.add(op, ids, shape, kind_of(op) or FLOAT, origin or op, **kw))
+
+    def number(self, op: str, ids: list[int], kw: dict) -> "IrRef":
+        """Arithmetic on numbers only: one more ``scalar`` node, its Python text computed in forward."""
+        scalars = [i for i in ids if self.g[i].op == "scalar"]
+        operands = ["{%d}" % scalars.index(i) if i in scalars else literal(float(self.g[i].args["value"])) for i in ids]
+        code = python_expr(op, operands, kw)
+        if code is None:
+            raise Unsupported(f"{op} of the model's numbers is not lowered (only + - * / neg abs sqrt rsqrt "
+                              "pow min max on numbers)")
+        whole = all(self.g[i].kind == INDEX for i in scalars) and op in ("add", "sub", "rsub", "mul", "neg", "abs",
+                                                                          "square", "maximum", "minimum") \
+            and all(float(self.g[i].args["value"]).is_integer() for i in ids if i not in scalars)
+        return IrRef(self.g.add("scalar", scalars, (), INDEX if whole else FLOAT, "scalar", code=code))
 
     def red(self, fn: str, x: "IrRef", dims: tuple[int, ...], keepdim: bool = True, origin: str = "",
             denom: tuple[int, ...] | None = None) -> "IrRef":

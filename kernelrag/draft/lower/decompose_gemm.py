@@ -191,7 +191,10 @@ def op_scaled_dot_product_attention(dec, args, kwargs):
         raise Unsupported("attention with a boolean mask is not lowered (an additive float mask is)")
     shape = dec.shape(k.id)
     scale = kwargs.get("scale")
-    scale = float(scale) if scale is not None else dec.shape(q.id)[-1] ** -0.5
+    if scale is None:          # 1/sqrt(head_dim) of the tensors at run time, not of the traced ones
+        scale = IrRef(dec.g.add("scalar", [q.id], (), FLOAT, "attention", code="{0}.shape[-1] ** -0.5"))
+    elif not isinstance(scale, IrRef):
+        scale = float(scale)
     kt = dec.view(k, "{0}.transpose(-2, -1)", shape[:-2] + (shape[-1], shape[-2]), "attention")
     scores = dec.ew("mul", matmul(dec, q, kt, "attention"), scale, origin="attention")
     if mask is not None:

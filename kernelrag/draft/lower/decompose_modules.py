@@ -21,7 +21,7 @@ def RMSNorm(dec, mod, path, args, kwargs):
 
 def GroupNorm(dec, mod, path, args, kwargs):
     return N.group_norm(dec, args[0], mod.num_groups, _p(dec, path, mod, "weight"), _p(dec, path, mod, "bias"),
-                        mod.eps)
+                        mod.eps, f"self.{path}.num_groups")
 
 
 def _instance(dec, mod, path, args, kwargs):
@@ -73,9 +73,13 @@ def KLDivLoss(dec, mod, path, args, kwargs):
 
 
 def CrossEntropyLoss(dec, mod, path, args, kwargs):
-    if mod.weight is not None or mod.label_smoothing:
-        raise Unsupported("CrossEntropyLoss with class weights or label smoothing is not lowered")
-    return N.cross_entropy(dec, args[0], args[1], mod.reduction, False, "cross_entropy")
+    return N.cross_entropy(dec, args[0], args[1], mod.reduction, False, "cross_entropy", _p(dec, path, mod, "weight"),
+                           mod.label_smoothing, mod.ignore_index)
+
+
+def NLLLoss(dec, mod, path, args, kwargs):
+    return N.cross_entropy(dec, args[0], args[1], mod.reduction, True, "nll_loss", _p(dec, path, mod, "weight"), 0.0,
+                           mod.ignore_index)
 
 
 def TripletMarginLoss(dec, mod, path, args, kwargs):

@@ -60,7 +60,9 @@ def op_rms_norm(dec, args, kwargs):
                     _arg(args, kwargs, 3, "eps"))
 
 
-def group_norm(dec, x, groups: int, weight, bias, eps) -> IrRef:
+def group_norm(dec, x, groups: int, weight, bias, eps, groups_code: str = "") -> IrRef:
+    """``groups_code``: the group count as ``forward`` reads it at run time (``self.gn.num_groups``):
+    a task whose sizes shrink may shrink its group count too, so the traced number is only a default."""
     shape = dec.shape(x.id)
     if len(shape) < 2 or shape[1] % groups:
         raise Unsupported(f"group_norm: {groups} groups do not divide the channels of shape {shape}")
@@ -68,13 +70,13 @@ def group_norm(dec, x, groups: int, weight, bias, eps) -> IrRef:
     rest = 1
     for s in shape[2:]:
         rest *= s
+    g = groups_code or str(groups)
     grouped = (n, groups, c // groups, rest)
-    xg = dec.view(x, f"{{0}}.reshape({{0}}.shape[0], {groups}, {{0}}.shape[1] // {groups}, -1)", grouped,
-                  "group_norm")
+    xg = dec.view(x, f"{{0}}.reshape({{0}}.shape[0], {g}, {{0}}.shape[1] // {g}, -1)", grouped, "group_norm")
     y = _normalise(dec, xg, (2, 3), eps, "group_norm")
-    wv = dec.view(weight, f"{{0}}.view(1, {groups}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
+    wv = dec.view(weight, f"{{0}}.view(1, {g}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
         if isinstance(weight, IrRef) else None
-    bv = dec.view(bias, f"{{0}}.view(1, {groups}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
+    bv = dec.view(bias, f"{{0}}.view(1, {g}, -1, 1)", (1, groups, c // groups, 1), "group_norm") \
         if isinstance(bias, IrRef) else None
     y = _affine(dec, y, wv, bv, "group_norm")
     return dec.view(y, "{0}.view({1}.shape)", shape, "group_norm", x)
@@ -227,31 +229,71 @@ def op_hinge_embedding_loss(dec, args, kwargs):
     return reduce_loss(dec, body, _reduction(args, kwargs, 5), "hinge_embedding_loss")
 
 
-def cross_entropy(dec, x, target, reduction: str, log_probs: bool, origin: str) -> IrRef:
+def cross_entropy(dec, x, target, reduction: str, log_probs: bool, origin: str, weight: Any = None,
+                  smoothing: Any = 0.0, ignore_index: int = -100) -> IrRef:
+    """PyTorch's cross-entropy (``log_probs``: nll_loss) of (N, C) scores against class indices.
+
+    Per row, with ``logp = x - logsumexp(x)`` (or ``x`` itself for nll_loss), ``w`` the class
+    weights (1 without), ``valid = target != ignore_index`` and ``eps`` the label smoothing:
+    ``loss = valid * ((1 - eps) * -w[t] * logp[t] + eps * -mean_c(w_c * logp_c))``. ``mean``
+    divides the sum of the rows' losses by the sum of ``valid * w[t]`` (PyTorch normalises
+    both terms by the weights of the targets); the class count of the smoothing term is the
+    row's length at run time (a mean over the classes), never the traced one.
+    """
     shape = dec.shape(x.id)
-    if len(shape) != 2 or dec.g[target.id].kind != "index":
-        raise Unsupported(f"{origin} is lowered for (N, C) logits and int64 class targets")
+    if len(shape) != 2 or not isinstance(target, IrRef) or dec.g[target.id].kind != "index":
+        raise Unsupported(f"{origin} is lowered for (N, C) scores and int64 class targets")
+    if weight is not None and (not isinstance(weight, IrRef) or dec.shape(weight.id) != (shape[1],)):
+        raise Unsupported(f"{origin}: class weights must be a tensor of shape ({shape[1]},)")
     t = dec.view(target, "{0}.unsqueeze(1)", (shape[0], 1), origin)
     iota = IrRef(dec.g.add("iota", [], shape, "index", origin, dim=1))
-    picked = dec.red("sum", dec.ew("where", dec.ew("eq", iota, t, origin=origin), x, 0.0, origin=origin), (1,),
-                     True, origin)
-    if log_probs:
-        per_row = dec.ew("neg", picked, origin=origin)
-    else:
+    is_target = dec.ew("eq", iota, t, origin=origin)
+
+    def at_target(v: IrRef) -> IrRef:                 # v[i, t_i], a row value
+        return dec.red("sum", dec.ew("where", is_target, v, 0.0, origin=origin), (1,), True, origin)
+
+    lse = None
+    if not log_probs:
         m = dec.red("max", x, (1,), True, origin)
         s = dec.red("sum", dec.ew("exp", dec.ew("sub", x, m, origin=origin), origin=origin), (1,), True, origin)
         lse = dec.ew("add", dec.ew("log", s, origin=origin), m, origin=origin)
-        per_row = dec.ew("sub", lse, picked, origin=origin)
-    return reduce_loss(dec, dec.squeeze(per_row, (1,), origin), reduction, origin)
+    picked = at_target(x)                             # x[i, t_i]; logp[t] = picked - lse
+    logp_t = dec.ew("sub", picked, lse, origin=origin) if lse is not None else picked
+    w_t = at_target(weight) if weight is not None else None
+    nll = dec.ew("neg", dec.ew("mul", logp_t, w_t, origin=origin) if w_t is not None else logp_t, origin=origin)
+    per_row = nll
+    if not (isinstance(smoothing, (int, float)) and float(smoothing) == 0.0):
+        if log_probs:
+            raise Unsupported("nll_loss has no label smoothing")
+        if weight is not None:                        # -mean_c(w_c * (x_c - lse))
+            logp = dec.ew("sub", x, lse, origin=origin)
+            mean_wl = dec.red("mean", dec.ew("mul", logp, weight, origin=origin), (1,), True, origin)
+            smooth = dec.ew("neg", mean_wl, origin=origin)
+        else:                                         # -mean_c(x_c - lse) = lse - mean_c(x_c)
+            smooth = dec.ew("sub", lse, dec.red("mean", x, (1,), True, origin), origin=origin)
+        keep = 1.0 - float(smoothing) if isinstance(smoothing, (int, float)) else dec.ew("sub", 1.0, smoothing,
+                                                                                          origin=origin)
+        per_row = dec.ew("add", dec.ew("mul", nll, keep, origin=origin), dec.ew("mul", smooth, smoothing, origin=origin),
+                         origin=origin)
+    valid = dec.ew("ne", t, float(ignore_index), origin=origin)
+    per_row = dec.squeeze(dec.ew("where", valid, per_row, 0.0, origin=origin), (1,), origin)
+    if reduction != "mean":
+        return reduce_loss(dec, per_row, reduction, origin)
+    count = dec.ew("where", valid, w_t, 0.0, origin=origin) if w_t is not None else \
+        dec.ew("where", valid, 1.0, 0.0, origin=origin)
+    count = dec.squeeze(count, (1,), origin)
+    return dec.ew("div", reduce_loss(dec, per_row, "sum", origin), reduce_loss(dec, count, "sum", origin),
+                  origin=origin)
 
 
 def op_cross_entropy(dec, args, kwargs):
-    if float(_arg(args, kwargs, 6, "label_smoothing", 0.0)) or _arg(args, kwargs, 2, "weight") is not None:
-        raise Unsupported("cross_entropy with class weights or label smoothing is not lowered")
-    return cross_entropy(dec, args[0], args[1], _reduction(args, kwargs, 5), False, "cross_entropy")
+    # F.cross_entropy(input, target, weight, size_average, ignore_index, reduce, reduction, label_smoothing)
+    return cross_entropy(dec, args[0], args[1], _reduction(args, kwargs, 6), False, "cross_entropy",
+                         _arg(args, kwargs, 2, "weight"), _arg(args, kwargs, 7, "label_smoothing", 0.0),
+                         int(_arg(args, kwargs, 4, "ignore_index", -100)))
 
 
 def op_nll_loss(dec, args, kwargs):
-    if _arg(args, kwargs, 2, "weight") is not None:
-        raise Unsupported("nll_loss with class weights is not lowered")
-    return cross_entropy(dec, args[0], args[1], _reduction(args, kwargs, 5), True, "nll_loss")
+    # F.nll_loss(input, target, weight, size_average, ignore_index, reduce, reduction)
+    return cross_entropy(dec, args[0], args[1], _reduction(args, kwargs, 6), True, "nll_loss",
+                         _arg(args, kwargs, 2, "weight"), 0.0, int(_arg(args, kwargs, 4, "ignore_index", -100)))

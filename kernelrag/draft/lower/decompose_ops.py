@@ -30,6 +30,9 @@ def elementwise(dec, name: str, args: list, kwargs: dict) -> IrRef:
     if len(tensors) != len([a for a in args if a is not None and not isinstance(a, str)]):
         raise Unsupported(f"{name}: an argument of {args!r} is neither a tensor nor a number")
     scalars = {k: v for k, v in kwargs.items() if not isinstance(v, IrRef)}
+    traced = [k for k, v in kwargs.items() if isinstance(v, IrRef)]
+    if traced and name not in ("clamp", "clamp_min", "clamp_max", "clip"):
+        raise Unsupported(f"{name} with {', '.join(traced)} given as a traced value is not lowered")
     if name in ("clamp", "clamp_min", "clamp_max", "clip"):
         lo = kwargs.get("min", args[1] if len(args) > 1 and name != "clamp_max" else None)
         hi = kwargs.get("max", args[2] if len(args) > 2 else (args[1] if name == "clamp_max" and len(args) > 1
@@ -44,6 +47,8 @@ def elementwise(dec, name: str, args: list, kwargs: dict) -> IrRef:
         tensors = tensors[:1]
     if name == "pow" and not isinstance(args[1], IrRef):
         return dec.ew("pow", args[0], origin="pow", exponent=float(args[1]))
+    if name == "pow" and dec.g[args[1].id].op == "scalar":
+        raise Unsupported("pow with an exponent read at run time is not lowered (the kernel unrolls the power)")
     if name == "gelu":
         return dec.ew("gelu", tensors[0], approximate=kwargs.get("approximate", "none"))
     if name in ("leaky_relu", "elu", "softplus", "hardtanh"):

@@ -69,7 +69,7 @@ def k_major(t, rows_are_k):
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
-LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
+LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=None):
     """{doc}"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"{name}: need two tensors of one float dtype, got {{a.dtype}} and {{b.dtype}}")
@@ -133,15 +133,15 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}precision=None, split_k=None):
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, split_k)](
-                a4, b4, ws, {extras_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a4, b4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, num_warps=warps, num_stages=stages)
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
-            ws, full, {extras_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
+            ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
     else:
         {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
-            a4, b4, full, {extras_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a4, b4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, num_warps=warps, num_stages=stages)
     if {squeeze_rows!r}:
@@ -162,6 +162,8 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
         extras_tuple="".join(f"{e}, " for e in extras),
         extras_call="".join(f"*e4[{i}:{i + 1}], " for i in range(spec.n_extra)),
+        scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
+        scalars_call="".join(f"float(s{i}), " for i in range(spec.n_scalar)),
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
         default_precision=PRECISIONS[spec.precision])
     return [TRANSPOSE_KERNEL, table_source("GEMM_TILES", GEMM_TILES), PICK_TILE, render_kernels(spec)], launcher

@@ -34,14 +34,14 @@ over M * N * 4 bytes).
 from __future__ import annotations
 
 from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code, extra_args, extra_strides,
-                                             k_range_code, tri_keep)
+                                             k_range_code, scalar_args, tri_keep)
 
 _HEADER = '''@triton.jit
 def {name}_kernel(
     a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
     b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn)
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
-{extra_args}    M, N, K,  # sizes of one product
+{extra_args}{scalar_args}    M, N, K,  # sizes of one product
     B1,  # inner batch size: grid axis 1 enumerates B0 * B1 batch entries
     s_a0, s_a1, s_am, s_ak,  # element strides of A
     s_b0, s_b1, s_bk, s_bn,  # element strides of B
@@ -168,7 +168,7 @@ _SPLITK = '''
 def {name}_splitk_kernel(
     ws_ptr,  # fp32 partials [SPLIT_K, B0 * B1, M, N], contiguous
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result)
-{extra_args}    M, N, B1, SPLIT_K,  # sizes; SPLIT_K partial tiles are added in order
+{extra_args}{scalar_args}    M, N, B1, SPLIT_K,  # sizes; SPLIT_K partial tiles are added in order
     s_c0, s_c1, s_cm, s_cn,  # element strides of the output
 {extra_strides}    BLOCK_M: tl.constexpr,  # rows per program
     BLOCK_N: tl.constexpr,  # columns per program (all of N when the epilogue reduces rows)
@@ -213,7 +213,8 @@ def render_kernels(spec: GemmSpec) -> str:
     matrix-vector kernel when the spec asks for it."""
     name = spec.name
     store = _STORE_ROW if spec.row_out else _STORE_TILE
-    common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra))
+    common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
+                  scalar_args=scalar_args(spec.n_scalar))
     text = _HEADER.format(**common, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
                           epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8))
     text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    "))

@@ -14,7 +14,7 @@ A spec names, without any shapes (the launcher sees those at run time):
   and an optional triangular mask of the output (``torch.tril(A @ B)``).
 
 The epilogue is text: lines computing ``acc`` from ``acc`` (the fp32 tile), the
-extra tensors ``e0``, ``e1``... and ``n_ok`` / ``N``. The lowering writes it with the
+extra tensors ``e0``, ``e1``..., the numbers ``s0``, ``s1``... and ``n_ok`` / ``N``. The lowering writes it with the
 elementwise emitter (``lower.exprs``) from the traced nodes; ``steps_code`` and
 ``row_reduce_code`` write it from ``Step(op, args, kwargs)`` chains (args naming
 ``acc``, ``e0``.. or numbers), so a chain fused after a GEMM is written the way the
@@ -60,6 +60,7 @@ class GemmSpec:
     squeeze_rows: bool = False               # ... returned as [.., M]
     out_tri: Tri | None = None               # applied last (after the epilogue)
     vector: bool = False                     # also render the matrix-vector kernel (N == 1)
+    n_scalar: int = 0                        # numbers the epilogue reads (s0, s1..), passed by value
     doc: str = ""
     precision: str = "tf32x3"                # fp32 default: "tf32x3" (3xTF32 on CUDA, ieee on CPU) or "ieee"
 
@@ -148,6 +149,10 @@ def k_range_code(spec: GemmSpec, indent: str) -> str:
 def extra_args(n: int) -> str:
     return "".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to [B0, B1, M, N] through its strides\n"
                    for i in range(n))
+
+
+def scalar_args(n: int) -> str:
+    return "".join(f"    s{i},  # epilogue number {i}, passed by value (a scale read at run time)\n" for i in range(n))
 
 
 def extra_strides(n: int) -> str:

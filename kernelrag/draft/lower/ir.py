@@ -7,10 +7,14 @@ purpose, so that every template can say exactly which of them it places:
   input      a forward argument                      args: name, index
   param      a parameter or buffer of the model      args: path ("ln.weight")
   const      a Python number                         args: value; shape ()
+  scalar     a number read in forward at run time    args: code ("self.scale", "s", "({0} * 2.0)"); shape ();
+             (a float attribute, a number argument)  kernels take it by value, never as a literal
   <ew op>    an elementwise op (``exprs.OPS``)       args: keyword arguments of the op
   reduce     sum/mean/max/min/prod/argmax/argmin     args: fn, dims (non-negative), keepdim
   scan       cumsum/cumprod along one dim            args: fn, dim, reverse
   view       a layout change done in PyTorch         args: code ("{0}.view({0}.shape[0], 8, -1)")
+  torch      an op no template places, left a PyTorch call (partial lowering only, a draft for the LLM)
+                                                     args: code ("torch.sort({0}, dim=1)[0]")
   matmul ... ops placed by other families' templates (GEMM, conv, pooling) with their own args
 
 High-level ops (softmax, layer norm, losses...) are decomposed into these by
@@ -51,6 +55,7 @@ class Graph:
     outputs: list[int] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)     # forward() parameters, in order
     out_dtypes: list[str] = field(default_factory=list)      # torch dtype of each output ("torch.float32")
+    unplaced: list[str] = field(default_factory=list)        # ops left in PyTorch (partial lowering), with why
 
     def add(self, op: str, inputs: list[int] | None = None, shape: tuple[int, ...] = (), kind: str = FLOAT,
             origin: str = "", **args: Any) -> int:

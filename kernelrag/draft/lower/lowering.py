@@ -10,19 +10,19 @@ from kernelrag.draft.lower.protocol import Region
 from kernelrag.types import DraftResult
 
 
-def plan_task(task: "Task | str"):
+def plan_task(task: "Task | str", partial: bool = False):
     """(graph, steps) for a task, planned once per task value; raises Unsupported naming what
-    cannot be placed."""
+    cannot be placed (``partial``: ops no template places stay PyTorch calls, see ``build``)."""
     task = Task.of(task)
-    return task.memo("lowering.plan", lambda: _plan(task))
+    return task.memo(f"lowering.plan.{'partial' if partial else 'whole'}", lambda: _plan(task, partial))
 
 
-def _plan(task: Task):
+def _plan(task: Task, partial: bool):
     module = task.module()
     for needed in ("Model", "get_inputs", "get_init_inputs"):
         if not hasattr(module, needed):
             raise Unsupported(f"the task defines no {needed}")
-    graph, _ = build_graph(module)
+    graph, _ = build_graph(module, partial)
     return graph, partition(graph)
 
 
@@ -31,9 +31,9 @@ def _default(graph, region: Region) -> str:
     return pick(graph, region) if pick else region.template.variants[0]
 
 
-def variant_choices(task: "Task | str") -> list[tuple[str, ...]]:
+def variant_choices(task: "Task | str", partial: bool = False) -> list[tuple[str, ...]]:
     """Every combination worth trying: one variant per region, the default first."""
-    graph, steps = plan_task(task)
+    graph, steps = plan_task(task, partial)
     regions = [s for s in steps if isinstance(s, Region)]
     combos = [tuple(_default(graph, r) for r in regions)]
     for k, r in enumerate(regions):
@@ -45,11 +45,16 @@ def variant_choices(task: "Task | str") -> list[tuple[str, ...]]:
     return combos
 
 
-def lower(task: "Task | str", pattern: str = "", variants: tuple[str, ...] | None = None) -> DraftResult:
-    """A composed draft for the task (``variants``: one per region; None: each template's default)."""
+def lower(task: "Task | str", pattern: str = "", variants: tuple[str, ...] | None = None,
+          partial: bool = False) -> DraftResult:
+    """A composed draft for the task (``variants``: one per region; None: each template's default).
+
+    ``partial``: the ops no template places stay PyTorch calls in ``forward`` and are named in
+    ``DraftResult.unplaced``; such a draft is a starting point for the LLM drafter's prompt, not a
+    candidate (the offline drafter never asks for one)."""
     try:
         task = Task.of(task)
-        graph, steps = plan_task(task)
+        graph, steps = plan_task(task, partial)
         regions = [s for s in steps if isinstance(s, Region)]
         if not regions:
             raise Unsupported("the task computes nothing a kernel could do (layout ops only)")
@@ -76,5 +81,7 @@ def lower(task: "Task | str", pattern: str = "", variants: tuple[str, ...] | Non
         return DraftResult(ok=False, method="lowering", pattern=pattern,
                            reason=f"could not lower the task ({type(exc).__name__}: {first})")
     plan = "; ".join(f"{r.describe(graph)} [{v}]" for r, v in zip(regions, chosen))
+    left = f"; left in PyTorch: {', '.join(graph.unplaced)}" if graph.unplaced else ""
     return DraftResult(ok=True, source=source, method="lowering", transformations=trans, pattern=pattern,
-                       reason=f"composed {len(regions)} kernel(s) from templates: {plan}")
+                       reason=f"composed {len(regions)} kernel(s) from templates: {plan}{left}",
+                       unplaced=list(graph.unplaced))

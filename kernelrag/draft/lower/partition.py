@@ -2,7 +2,9 @@
 
 One region is open at a time (see ``protocol``). A ``view`` node is a step in
 ``forward``: when its input is computed by the open region, the region closes and
-the value is materialised first, so a view only ever sees a real tensor. A node that
+the value is materialised first, so a view only ever sees a real tensor. A ``scalar``
+(a number read at run time) is a step in ``forward`` too, handed to kernels by value,
+and so is a ``torch`` node (an op a partial lowering leaves to PyTorch). A node that
 no template opens is named in the error, which becomes the draft's reason.
 """
 from __future__ import annotations
@@ -27,7 +29,7 @@ def partition(graph: Graph) -> list[Region | ViewStep]:
     for node in graph.live():
         if node.is_source:
             continue
-        if node.op == "view" or (node.op == "squeeze_row" and not (
+        if node.op in ("view", "scalar", "torch") or (node.op == "squeeze_row" and not (
                 open_region and node.inputs[0] in placed and placed[node.inputs[0]] is open_region
                 and open_region.template.absorbs(graph, open_region, node))):
             if node.op == "squeeze_row":

@@ -31,6 +31,28 @@ def shape_frame(shape: tuple[int, ...], domain: tuple[int, ...], reduced: tuple[
     return ROW if all(full[d] == 1 for d in reduced) else LANE
 
 
+def is_scalar(graph: Graph, nid: int) -> bool:
+    """A number read in forward (``scalar`` node): a kernel argument passed by value, no pointer."""
+    return graph[nid].op == "scalar"
+
+
+def operand_arg(graph: Graph, k: int, nid: int, what: str) -> tuple[str, str]:
+    """The kernel argument for load ``k``: ``in{k}`` (a number) or ``in{k}_ptr``, with its comment."""
+    if is_scalar(graph, nid):
+        return f"in{k}", f"operand {k} ({graph[nid].args['code']}), a number passed by value"
+    return f"in{k}_ptr", what
+
+
+def tensor_params(graph: Graph, loads: list[int], params: list[str]) -> list[str]:
+    return [p for nid, p in zip(loads, params) if not is_scalar(graph, nid)]
+
+
+def call_values(graph: Graph, loads: list[int], params: list[str]) -> list[str]:
+    """What a launcher hands the kernel per load: the tensor, or the number as a Python float / int."""
+    return [p if not is_scalar(graph, nid) else (f"int({p})" if graph[nid].kind == INDEX else f"float({p})")
+            for nid, p in zip(loads, params)]
+
+
 def const_names(graph: Graph, ids) -> dict[int, str]:
     return {i: literal(graph[i].args["value"]) for i in ids if graph[i].op == "const"}
 
@@ -63,10 +85,12 @@ def launcher_head(name: str, params: list[str], doc: str) -> list[str]:
 
 
 def float_ref(graph: Graph, loads: list[int], params: list[str]) -> str:
-    for nid, p in zip(loads, params):
+    """A floating tensor operand whose dtype the outputs take (numbers are not tensors)."""
+    tensors = [(nid, p) for nid, p in zip(loads, params) if not is_scalar(graph, nid)]
+    for nid, p in tensors:
         if graph[nid].kind == FLOAT:
             return p
-    return params[0] if params else "None"
+    return tensors[0][1] if tensors else "None"
 
 
 def domain_lines(params: list[str], rank: int, indent: str = "    ") -> list[str]:

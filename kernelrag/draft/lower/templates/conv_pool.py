@@ -29,7 +29,11 @@ from kernelrag.draft.lower.tiles import direct_fits
 
 
 def _outside_value(graph: Graph, i: int, domain: tuple[int, ...]) -> bool:
-    return graph[i].op == "const" or (graph[i].kind == FLOAT and fits(graph[i].shape, domain))
+    """A value these kernels can load: a constant, or a float tensor that broadcasts into the
+    domain. A number read at run time (``scalar``) is not an argument of these kernels: its op
+    starts an elementwise region instead of being baked in."""
+    return graph[i].op == "const" or (graph[i].kind == FLOAT and graph[i].op != "scalar"
+                                      and fits(graph[i].shape, domain))
 
 
 class _AnchoredTemplate:

@@ -52,12 +52,14 @@ class ElementwiseTemplate:
         for nid in outs:
             if graph[nid].shape != region.domain:
                 raise ValueError(f"elementwise output {graph[nid].label()} is smaller than the domain")
-        args = [(f"in{k}_ptr", f"operand {k} ({graph[n].origin or graph[n].op})") for k, n in enumerate(loads)]
+        scalar = [C.is_scalar(graph, n) for n in loads]
+        args = [C.operand_arg(graph, k, n, f"operand {k} ({graph[n].origin or graph[n].op})") for k, n in enumerate(loads)]
         args += [(f"out{k}_ptr", f"output {k}") for k in range(len(outs))]
         args += [(f"n{d}", f"domain size of dim {d}") for d in range(rank)]
         args += [(", ".join(f"in{k}_s{d}" for d in range(rank)), f"operand {k}'s strides (0: broadcast)")
-                 for k in range(len(loads))]
-        args += [(", ".join(f"out{k}_s{d}" for d in range(rank)), f"output {k}'s strides") for k in range(len(outs))]
+                 for k in range(len(loads)) if rank and not scalar[k]]
+        args += [(", ".join(f"out{k}_s{d}" for d in range(rank)), f"output {k}'s strides") for k in range(len(outs))
+                 if rank]
         args += [("n_elements", "elements in the domain"), ("BLOCK: tl.constexpr", "elements per program")]
         body = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
                 "    mask = offs < n_elements   # the last program covers the tail", "    rest = offs"]
@@ -65,7 +67,10 @@ class ElementwiseTemplate:
             body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
         names = C.const_names(graph, [i for n in region.nodes for i in graph[n].inputs])
         for k, nid in enumerate(loads):
-            off = " + ".join(f"i{d} * in{k}_s{d}" for d in range(rank)) or "0"
+            if scalar[k]:
+                names[nid] = f"in{k}"
+                continue
+            off = " + ".join(f"i{d} * in{k}_s{d}" for d in range(rank)) or "offs * 0"
             body.append(f"    v{nid} = " + C.load_expr(graph[nid].kind, f"in{k}_ptr + {off}", "mask"))
             names[nid] = f"v{nid}"
         for nid in region.nodes:
@@ -74,26 +79,30 @@ class ElementwiseTemplate:
             if node.op != "iota":
                 body.append(f"    v{nid} = {node_expr(graph, node, names)}")
         for k, nid in enumerate(outs):
-            off = " + ".join(f"i{d} * out{k}_s{d}" for d in range(rank)) or "0"
+            off = " + ".join(f"i{d} * out{k}_s{d}" for d in range(rank)) or "offs * 0"
             body.append(f"    tl.store(out{k}_ptr + {off}, {C.store_value(names[nid], graph[nid].kind, f'out{k}_ptr')}, "
                         "mask=mask)")
         kname = f"{name}_kernel"
         kernel = f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
         params = [f"a{k}" for k in range(len(loads))]
+        tensors = C.tensor_params(graph, loads, params)
+        if not tensors:
+            raise ValueError(f"elementwise region {region.describe(graph)} reads no tensor")
         ref = C.float_ref(graph, loads, params)
         lines = C.launcher_head(name, params, f"{region.describe(graph)}; one program per {BLOCK} outputs.")
-        lines += C.domain_lines(params, rank)
+        lines += C.domain_lines(tensors, rank)
         out_names = [f"out{k}" for k in range(len(outs))]
         for k, nid in enumerate(outs):
             lines.append(f"    out{k} = torch.empty(domain, dtype={C.dtype_code(graph[nid].kind, ref)}, "
-                         f"device={params[0]}.device)")
+                         f"device={tensors[0]}.device)")
         lines += ["    n_elements = 1", "    for s in domain:", "        n_elements *= s"]
-        call = ", ".join(params + out_names + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in params]
+        call = ", ".join(C.call_values(graph, loads, params) + out_names + ["*domain"]
+                         + [f"*{p}.expand(domain).stride()" for p in tensors]
                          + [f"*{o}.stride()" for o in out_names] + ["n_elements"])
         lines += ["    if n_elements > 0:",
                   f"        {kname}[(triton.cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK})",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
-        reads = len(loads)
+        reads = len(tensors)
         doc = (f"{region.describe(graph)}: {reads} operand read(s) and {len(outs)} write(s) per element, "
                "broadcast operands read through stride-0 dims.")
         return Emitted([kernel], "\n".join(lines) + "\n", name, ["elementwise_fusion", "fp32_accumulation"], doc)

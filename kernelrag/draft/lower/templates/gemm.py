@@ -8,8 +8,9 @@ whose docstrings teach them. This module decides what joins a GEMM region:
   (free), a ``tril`` / ``triu`` operand as structure (``a_tri`` / ``b_tri``) that
   skips the zero half of the K loop;
 * elementwise nodes on the output frame, with any other operands broadcast to it
-  (bias, residual, per-row or per-column scales, scalars): one pass over registers
-  instead of one HBM round trip of the output each;
+  (bias, residual, per-row or per-column scales, and numbers read at run time such as
+  ``self.scale``, which the kernel takes by value): one pass over registers instead of
+  one HBM round trip of the output each;
 * reductions across N (sum, mean, max, min, and what softmax, log-softmax and
   logsumexp decompose into) while the traced N fits one tile (<= 1024 columns): the
   row never leaves registers. A wider row closes the region and the reduction
@@ -37,11 +38,14 @@ def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
         return False
 
 
-def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], row_reduce: bool = False) -> str:
+def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], row_reduce: bool = False,
+                  scalars: tuple[int, ...] = ()) -> str:
     """Lines computing ``acc`` for the region's nodes after ``anchor``: each node a
-    ``v<id>`` from the elementwise emitter, extras as ``e<k>``, constants as literals."""
+    ``v<id>`` from the elementwise emitter, extras as ``e<k>``, numbers read at run time
+    as ``s<k>``, constants as literals."""
     names = {anchor: "acc"}
     names.update({nid: f"e{k}" for k, nid in enumerate(extras)})
+    names.update({nid: f"s{k}" for k, nid in enumerate(scalars)})
     lines = []
     for nid in region.nodes[region.nodes.index(anchor) + 1:]:
         node = graph[nid]
@@ -68,10 +72,11 @@ def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], 
     return "".join(line + "\n" for line in lines)
 
 
-def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras: list[int], doc: str) -> str:
+def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras: list[int], doc: str,
+            scalars: tuple[int, ...] = ()) -> str:
     """The region's launcher: its loads in order, handed to the template's launcher."""
     params = [f"x{k}" for k in range(len(loads))]
-    pick = [params[loads.index(i)] for i in operands + extras]
+    pick = [params[loads.index(i)] for i in operands + extras + list(scalars)]
     return (f"def {name}({', '.join(params)}):\n    \"\"\"{doc}\"\"\"\n"
             f"    return ({core}({', '.join(pick)}),)\n")
 
@@ -131,8 +136,8 @@ class GemmTemplate:
             return False
         if not any(i in inside for i in node.inputs):
             return False
-        return all(i in inside or graph[i].op == "const" or (graph[i].kind == "float" and fits(graph[i].shape, domain))
-                   for i in node.inputs)
+        return all(i in inside or graph[i].op in ("const", "scalar")
+                   or (graph[i].kind == "float" and fits(graph[i].shape, domain)) for i in node.inputs)
 
     def adopts(self, graph: Graph, region: Region, node: Node) -> bool:
         return False
@@ -153,7 +158,9 @@ class GemmTemplate:
         anchor = graph[region.state["anchor"]]
         a, b = anchor.inputs
         later = region.nodes[region.nodes.index(anchor.id) + 1:]
-        extras = [i for i in region.loads if any(i in graph[n].inputs for n in later)]
+        read = [i for i in region.loads if any(i in graph[n].inputs for n in later)]
+        extras = [i for i in read if graph[i].op != "scalar"]
+        scalars = tuple(i for i in read if graph[i].op == "scalar")
         domain = region.domain
         rank_row = lambda i: len(domain) >= 2 and domain[-1] > 1 and \
             (1,) * (len(domain) - len(graph[i].shape)) + graph[i].shape == domain[:-1] + (1,)
@@ -165,10 +172,11 @@ class GemmTemplate:
             name=f"{name}_gemm",
             a_tri=Tri(*anchor.args["a_tri"]) if anchor.args.get("a_tri") else None,
             b_tri=Tri(*anchor.args["b_tri"]) if anchor.args.get("b_tri") else None,
-            epilogue=epilogue_text(graph, region, anchor.id, extras, row_reduce=True),
+            epilogue=epilogue_text(graph, region, anchor.id, extras, row_reduce=True, scalars=scalars),
             extra_rows=tuple(rank_row(i) for i in extras), whole_rows=reduced, row_out=row_out,
             squeeze_rows=last.op == "squeeze_row", out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
             vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
+            n_scalar=len(scalars),
             doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused",
             precision="ieee" if variant == "ieee" else "tf32x3")
         kernels, launcher = gemm_parts(spec)
@@ -181,7 +189,7 @@ class GemmTemplate:
         if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
             trans = [t for t in trans if t not in ("tf32x3", "k_major_operands", "ieee_fp32_dot")] + ["tensor_cores"]
         return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
-            name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)"),
+            name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)", scalars),
             launcher_name=name, transformations=trans, doc=doc)
 
 

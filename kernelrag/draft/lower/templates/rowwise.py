@@ -49,7 +49,7 @@ class RowwiseTemplate:
         if nid in frames:
             return frames[nid]
         node = graph[nid]
-        if node.op == "const":
+        if node.op in ("const", "scalar"):     # a number fits every frame
             return None
         if node.op == "iota":
             return C.LANE if node.args["dim"] in region.reduced and node.shape == region.domain else "bad"

@@ -38,6 +38,7 @@ class _Writer:
         self.red = region.reduced
         self.kept = [d for d in range(self.rank) if d not in self.red]
         self.loads = region.loads
+        self.tensor_loads = [k for k, n in enumerate(self.loads) if not C.is_scalar(graph, n)]   # by position
         self.load_frame = {i: t._frame(graph, region, i) for i in self.loads}
         self.outs = region.outputs
         self.inside = set(region.nodes)
@@ -135,7 +136,9 @@ class _Writer:
     def row_loads(self, names: dict[int, str], ind: str) -> list[str]:
         lines = []
         for k, nid in enumerate(self.loads):
-            if self.load_frame[nid] != C.LANE:
+            if C.is_scalar(self.g, nid):
+                names[nid] = f"in{k}"
+            elif self.load_frame[nid] != C.LANE:
                 names[nid] = f"v{nid}"
                 lines.append(f"{ind}v{nid} = " + C.load_expr(self.g[nid].kind, f"in{k}_ptr + in{k}_row", None))
         return lines
@@ -243,11 +246,12 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Em
     looped_ok = t.unavailable(graph, region, "looped") is None
     args: list[tuple[str, str]] = []
     for k, nid in enumerate(w.loads):
-        args.append((f"in{k}_ptr", f"operand {k} ({graph[nid].origin or graph[nid].op}), {w.load_frame[nid]}-level"))
+        args.append(C.operand_arg(graph, k, nid, f"operand {k} ({graph[nid].origin or graph[nid].op}), "
+                                                 f"{w.load_frame[nid]}-level"))
     for k, nid in enumerate(w.outs):
         args.append((f"out{k}_ptr", f"output {k}, {w.frames[nid]}-level"))
     args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
-    for k in range(len(w.loads)):
+    for k in w.tensor_loads:
         args.append((", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)"))
     for k in range(len(w.outs)):
         args.append((", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides"))
@@ -262,7 +266,7 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Em
         body.append("    rest = row")
         for d in reversed(w.kept):
             body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-    for k, nid in enumerate(w.loads):
+    for k in w.tensor_loads:
         body.append(f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0"))
     for k, nid in enumerate(w.outs):
         body.append(f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0"))
@@ -285,9 +289,10 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
               dens: list[int]) -> str:
     g = w.g
     params = [f"a{k}" for k in range(len(w.loads))]
+    tensors = C.tensor_params(g, w.loads, params)
     ref = C.float_ref(g, w.loads, params)
     lines = C.launcher_head(name, params, f"{region.describe(g)}; one program per row of the kept dims.")
-    lines += C.domain_lines(params, w.rank)
+    lines += C.domain_lines(tensors, w.rank)
     kept = " * ".join(f"domain[{d}]" for d in w.kept) or "1"
     lines += [f"    n_rows = {kept}", "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red)]
     keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
@@ -296,7 +301,7 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     for k, nid in enumerate(w.outs):
         fr = w.frames[nid]
         shape = "domain" if fr == C.LANE else keep_shape if fr == C.ROW else sq_shape
-        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={params[0]}.device)")
+        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={tensors[0]}.device)")
         strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
         outs.append(f"out{k}")
     if variant == "looped" and looped_ok:
@@ -312,7 +317,8 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
-    call = ", ".join(params + outs + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in params] + strides
+    call = ", ".join(C.call_values(g, w.loads, params) + outs + ["*domain"]
+                     + [f"*{p}.expand(domain).stride()" for p in tensors] + strides
                      + ["n_red"] + [f"den{j}" for j in dens])
     lines += ["    if n_rows > 0 and n_red > 0:",
               f"        {kname}[(n_rows,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",

@@ -61,18 +61,18 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     """(kernel texts, launcher text) of the two-stage variant; ``w`` is a rowwise ``_Writer``."""
     g, region = w.g, w.r
     reduces = [(j, n) for j, n in enumerate(region.nodes) if g[n].op == "reduce"]
-    common_args = [(f"in{k}_ptr", f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
+    common_args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
                    for k, n in enumerate(w.loads)]
     common_args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
     common_args += [(", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)")
-                    for k in range(len(w.loads))]
+                    for k in w.tensor_loads]
     parts = [(f"part{j}_ptr", f"fp32 partials of reduction {j}, (n_rows, n_split)") for j, _ in reduces]
     head = ["    row = tl.program_id(0).to(tl.int64)"]
     if w.kept:
         head.append("    rest = row")
         for d in reversed(w.kept):
             head += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-    head += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0") for k in range(len(w.loads))]
+    head += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0") for k in w.tensor_loads]
     # stage 1
     names = w.names()
     body = list(head) + ["    split = tl.program_id(1)", "    lanes = tl.arange(0, BLOCK_R)"]
@@ -138,10 +138,11 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
 def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> str:
     g = w.g
     params = [f"a{k}" for k in range(len(w.loads))]
+    tensors = C.tensor_params(g, w.loads, params)
     ref = C.float_ref(g, w.loads, params)
     lines = C.launcher_head(name, params, f"{region.describe(g)}; two stages: chunk partials, then one "
                                           "program per row combines them.")
-    lines += C.domain_lines(params, w.rank)
+    lines += C.domain_lines(tensors, w.rank)
     lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
               "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
               "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
@@ -154,16 +155,16 @@ def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> 
     for k, nid in enumerate(w.outs):
         fr = w.frames[nid]
         shape = keep_shape if fr == C.ROW else sq_shape
-        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={params[0]}.device)")
+        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={tensors[0]}.device)")
         strides.append(f"*out{k}.view({keep_shape}).stride()")
         outs.append(f"out{k}")
     part_names = [f"part{j}" for j, _ in reduces]
     for p in part_names:
-        lines.append(f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={params[0]}.device)")
+        lines.append(f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={tensors[0]}.device)")
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
-    common = params + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in params]
+    common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
     call1 = ", ".join(common + part_names + ["n_red", "n_split", "chunk"])
     call2 = ", ".join(common + part_names + outs + strides + ["n_red", "n_split"] + [f"den{j}" for j in dens])
     lines += ["    if n_rows > 0 and n_red > 0:",

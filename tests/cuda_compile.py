@@ -1,0 +1,130 @@
+"""Compile, for an sm_90 GPU, the Triton kernels a module launches under the CPU interpreter.
+
+The interpreter runs a kernel as Python: it does not check what Triton's code generator
+checks (a loop-carried variable keeping one type, constexpr-only arguments, what
+``tl.associative_scan`` accepts). Triton's compiler itself runs on a CPU: ``record``
+notes every launch of a module's kernels while the interpreter runs them (argument
+types, the integers and floats, the keyword options), and ``compile_launches`` hands
+each kernel, launched that way, to Triton's own binder (the specialisation of a launch
+on the GPU: an integer equal to 1 becomes a constant, pointers get their alignment) and
+compiles it to a cubin for ``GPUTarget("cuda", 90, 32)``. No GPU is needed.
+
+The compile runs in a fresh process without ``TRITON_INTERPRET``: the interpreter
+leaves ``triton.language`` patched once a kernel has called ``tl.max`` or ``tl.sum``,
+and the code generator cannot run on the patched module.
+"""
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import types
+from typing import Any
+
+TARGET = ("cuda", 90, 32)
+
+
+def load(source: str, path: str) -> types.ModuleType:
+    """The module ``source`` written to ``path`` and imported (Triton reads a kernel's text from its file)."""
+    with open(path, "w") as f:
+        f.write(source)
+    spec = importlib.util.spec_from_file_location(os.path.splitext(os.path.basename(path))[0], path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _describe(value: Any) -> Any:
+    if hasattr(value, "data_ptr") and hasattr(value, "dtype"):
+        return {"tensor": str(value.dtype).removeprefix("torch.")}
+    if isinstance(value, (bool, int, float, str)) or value is None:
+        return value
+    return {"repr": repr(value)}
+
+
+def record(module: types.ModuleType) -> list[dict]:
+    """Hooks on every ``@triton.jit`` function of ``module`` (interpreted); the list fills as they run."""
+    from triton.runtime.interpreter import InterpretedFunction
+
+    seen: list[dict] = []
+
+    def hook(name: str):
+        return lambda *args, **kwargs: seen.append(
+            {"kernel": name, "args": [_describe(a) for a in args],
+             "kwargs": {k: _describe(v) for k, v in kwargs.items()}})
+
+    for name, value in vars(module).items():
+        if isinstance(value, InterpretedFunction):
+            value.add_pre_run_hook(hook(name))
+    return seen
+
+
+def compile_launches(modules: list[tuple[str, list[dict]]], timeout_s: int = 900) -> list[dict]:
+    """Compile each distinct launch of each (module path, launches) in one fresh process:
+    ``[{"path", "kernel", "ok", "error"}]``."""
+    jobs = []
+    for path, launches in modules:
+        seen: set[str] = set()
+        for launch in launches:
+            key = json.dumps(launch, sort_keys=True)
+            if key not in seen:
+                seen.add(key)
+                jobs.append({"path": path, **launch})
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env.setdefault("TRITON_CACHE_DIR", os.path.join(tempfile.gettempdir(), "kernelrag-sm90-cache"))
+    env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
+    done = subprocess.run([sys.executable, __file__], input=json.dumps(jobs), capture_output=True, text=True,
+                          env=env, timeout=timeout_s)
+    if done.returncode != 0:
+        raise RuntimeError(f"the compile process failed ({done.returncode}): {done.stderr[-3000:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _compile_one(module: types.ModuleType, launch: dict) -> None:
+    import torch
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource, make_backend
+    from triton.runtime.jit import MockTensor, create_function_from_signature
+
+    def value(v: Any) -> Any:
+        if isinstance(v, dict) and "tensor" in v:
+            return MockTensor(getattr(torch, v["tensor"]))
+        if isinstance(v, dict):
+            raise ValueError(f"argument {v['repr']} cannot be re-created for the compile")
+        return v
+
+    jit = getattr(module, launch["kernel"])
+    args = [value(a) for a in launch["args"]]
+    kwargs = {k: value(v) for k, v in launch["kwargs"].items()}
+    target = GPUTarget(*TARGET)
+    backend = make_backend(target)
+    binder = create_function_from_signature(jit.signature, jit.params, backend)
+    bound, specialization, options = binder(*args, **kwargs)
+    opts, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, specialization, options)
+    triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=opts.__dict__)
+
+
+def _main() -> int:
+    modules: dict[str, types.ModuleType] = {}
+    results = []
+    for job in json.loads(sys.stdin.read()):
+        path = job["path"]
+        try:
+            if path not in modules:
+                spec = importlib.util.spec_from_file_location(f"compiled_{len(modules)}", path)
+                modules[path] = importlib.util.module_from_spec(spec)
+                spec.loader.exec_module(modules[path])
+            _compile_one(modules[path], job)
+            results.append({"path": path, "kernel": job["kernel"], "ok": True, "error": ""})
+        except Exception as exc:     # noqa: BLE001 - the compiler's message is the result
+            results.append({"path": path, "kernel": job["kernel"], "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+    print(json.dumps(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
