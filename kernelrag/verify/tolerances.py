@@ -135,11 +135,14 @@ def slack_of(native: torch.Tensor, ref: torch.Tensor) -> torch.Tensor | None:
 def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.Tensor | None = None) -> Comparison:
     """Compare ``out`` with ``ref`` element by element and as a whole (see module doc).
 
-    ``slack`` (from ``slack_of``) calibrates the element test: where the task is so
+    ``slack`` (from ``slack_of``) calibrates both tests: where the task is so
     ill-conditioned that PyTorch itself, in the task's precision, lands far from the
-    high-precision reference (attention over large-magnitude scores, say), a kernel may
-    land ``CALIBRATION`` times as far. Elsewhere PyTorch's error is ~0 and the table rules.
-    The relative-norm test is never widened, so zeros, constants and downcasts still fail.
+    high-precision reference (attention or a softmax over large-magnitude scores, where
+    near-ties turn fp32 rounding into 1e-4 of relative-norm error), a kernel may land
+    ``CALIBRATION`` times as far, element by element and as a whole. Elsewhere PyTorch's
+    error is ~0 and the table rules. Zeros, constants and other seeds' outputs stay far
+    outside either bound (the null controls check that per trial), and a downcast is
+    caught wherever PyTorch itself is accurate.
     """
     import torch
 
@@ -186,7 +189,11 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.T
             bad_positions += [s + int(i) for i in torch.nonzero(bad).reshape(-1)[:5 - len(bad_positions)]]
     res.rel_norm_err = (sq_diff ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else sq_diff ** 0.5
     res.first_bad_indices = [_unravel(p, tuple(ref.shape)) for p in bad_positions]
-    res.passed = res.mismatch_count == 0 and res.rel_norm_err <= tol.rel_norm
+    rel_norm_allowed = tol.rel_norm
+    if slack is not None and slack.shape == ref.shape and sq_ref > 0:
+        native_rel_norm = float(slack.double().norm()) / (sq_ref ** 0.5)
+        rel_norm_allowed = max(tol.rel_norm, CALIBRATION * native_rel_norm)
+    res.passed = res.mismatch_count == 0 and res.rel_norm_err <= rel_norm_allowed
     return res
 
 
