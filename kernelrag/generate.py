@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING, Callable
 from kernelrag.draft.llm import extract_code
 from kernelrag.draft.lower.lowering import lower, variant_choices
 from kernelrag.draft.lower.rank import lower_order
-from kernelrag.draft.offline import OfflineDrafter
+from kernelrag.draft.offline import OfflineDrafter, constructor_mismatch
 from kernelrag.draft.prompts import declared_transformations, kernel_messages
 from kernelrag.errors import ConfigError, KernelRAGError, LLMError
 from kernelrag.export import new_log_id, write_log
@@ -102,11 +102,14 @@ def gpu_figures(settings: "Settings", device: str) -> GpuFigures:
                       source=f"{path} ({data.get('measured_at', 'date unknown')})")
 
 
-def memory_skill(parts: Parts, pattern: "OpPattern", backend: str) -> "Skill | None":
+def memory_skill(parts: Parts, pattern: "OpPattern", backend: str, task: "Task | None" = None) -> "Skill | None":
     """The best verified, non-stale skill for exactly this pattern and regime, or None
-    (approved before verified, then the fastest measured)."""
+    (approved before verified, then the fastest measured). With ``task``, a skill whose
+    ``ModelNew`` does not accept the task's ``get_init_inputs()`` is passed over (a
+    cross-entropy with class weights is the pattern of one without)."""
     if not getattr(pattern, "known", False):
         return None
+    init_inputs = task.init_inputs() if task is not None else None
     wanted = set(writeback.float_dtypes(pattern))
     size = writeback.size_class(pattern)
     fits = []
@@ -119,6 +122,8 @@ def memory_skill(parts: Parts, pattern: "OpPattern", backend: str) -> "Skill | N
             continue
         learned_size = skill.provenance.get("size_class")
         if size and learned_size and learned_size != size:
+            continue
+        if init_inputs is not None and constructor_mismatch(skill.kernel_source(), init_inputs):
             continue
         fits.append(skill)
     fits.sort(key=lambda s: (MEMORY_STATES.index(s.review_state), -(s.provenance.get("speedup_vs_eager") or 0.0)))
@@ -174,7 +179,7 @@ class Loop:
         return r
 
     def _memory_round(self) -> Round | None:
-        skill = memory_skill(self.parts, self.ctx.pattern, self.backend)
+        skill = memory_skill(self.parts, self.ctx.pattern, self.backend, self.task)
         if skill is None:
             return None
         start = time.perf_counter()

@@ -298,3 +298,18 @@ def test_a_verified_tunable_kernel_goes_through_the_configuration_search_on_a_gp
     stored = json.loads((kr.settings.cache_dir / "tuning.json").read_text())["entries"]
     assert len(stored) == 1 and len(next(iter(stored.values()))["results"]) == 3
     assert isinstance(TuningStore(kr.settings.cache_dir).path, Path)
+
+
+def test_memory_passes_over_a_skill_whose_constructor_does_not_fit_the_task(kernelrag_home):
+    from kernelrag.config import REPO_ROOT
+    from kernelrag.generate import Parts, memory_skill
+    from kernelrag.patterns import op_pattern
+    from kernelrag.task import Task
+
+    kr = KernelRAG(device="cpu")
+    parts = Parts(settings=kr.settings, library=kr.library, retriever=None, graph=None)
+    plain = Task.of(REPO_ROOT / "skills" / "cross_entropy" / "cross_entropy_online" / "reference.py")
+    smoothed = Task.of(REPO_ROOT / "bench" / "tasks" / "cross_entropy_label_smoothing.py")
+    assert op_pattern(smoothed).signature == op_pattern(plain).signature
+    assert memory_skill(parts, op_pattern(plain), "triton", plain).name == "cross_entropy_online"
+    assert memory_skill(parts, op_pattern(smoothed), "triton", smoothed) is None
