@@ -13,6 +13,7 @@ import os
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
+import re
 import types
 from pathlib import Path
 
@@ -64,6 +65,40 @@ def test_every_variant_compiles_for_sm90(path, tmp_path):
     bad = [f"{Path(r['path']).stem} {r['kernel']}: {r['error'][-1500:]}" for r in results if not r["ok"]]
     assert not bad, "\n\n".join(bad)
     assert len(results) >= len(modules)
+
+
+# the CUDA-only paths: tf32x3 dots with K-major (transposed) operands, CUDA tile rules, the
+# direct, phase and channel-wise convolution kernels, the global pool
+GPU_PATH_TASKS = [SUITE / name for name in ("conv_transpose2d_bias_silu.py", "depthwise_conv1d_causal_silu.py",
+                                            "batch_norm_eval_relu.py", "adaptive_avg_pool2d_linear.py",
+                                            "bmm.py", "conv2d_bias_relu.py")]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", GPU_PATH_TASKS, ids=lambda p: p.stem)
+def test_every_variant_compiles_for_sm90_as_it_launches_on_a_gpu(path, tmp_path):
+    """As above, with each launcher taking its CUDA branch (``x.is_cuda`` read as True: CUDA
+    tiles, ``input_precision="tf32x3"``), which the interpreter otherwise never runs."""
+    pytest.importorskip("triton.backends.nvidia")
+    src = path.read_text()
+    small = module_of(shrink(src, ShrinkLevel(64, 16), "small", cpu=True).source, "small")
+    modules = []
+    for combo in variant_choices(src):
+        d = lower(src, path.stem, combo)
+        assert d.ok, d.reason
+        gpu_source = re.sub(r"\b\w+\.is_cuda\b", "True", d.source)
+        assert gpu_source != d.source, "the launcher no longer branches on is_cuda: update this test"
+        file = tmp_path / f"gpu_{'_'.join(combo)}.py"
+        cand = load(gpu_source, str(file))
+        launches = record(cand)
+        torch.manual_seed(0)
+        cand.ModelNew(*small.get_init_inputs())(*small.get_inputs())
+        assert any(v == "tf32x3" for launch in launches for v in launch["kwargs"].values()) or \
+            not any("PRECISION" in launch["kwargs"] for launch in launches)
+        modules.append((str(file), launches))
+    results = compile_launches(modules)
+    bad = [f"{Path(r['path']).stem} {r['kernel']}: {r['error'][-1500:]}" for r in results if not r["ok"]]
+    assert not bad, "\n\n".join(bad)
 
 
 def test_a_loop_carried_type_change_is_caught(tmp_path):

@@ -123,6 +123,32 @@ def _is_node(value: Any) -> bool:
     return hasattr(value, "op") and hasattr(value, "target") and hasattr(value, "meta")
 
 
+def _swaps_last_two(value: Any, shape_of: Callable[[Any], Any]) -> bool:
+    """``value`` is its source with the last two dims swapped (``.T``, ``.mT``, ``t()``,
+    ``transpose(-2, -1)``, a ``permute`` that swaps them): a matmul operand read transposed,
+    which changes what the product computes, unlike the layout ops the pattern drops."""
+    if not _is_node(value) or value.op not in ("call_method", "call_function"):
+        return False
+    target = value.target
+    raw = target if value.op == "call_method" else getattr(target, "__name__", str(target))
+    name = normalise_name(raw)
+    source = value.args[0] if value.args else None
+    shape = shape_of(source) if _is_node(source) else None
+    rank = len(shape) if shape is not None else None
+    if name == "getattr":
+        return len(value.args) > 1 and value.args[1] in ("T", "mT", "mH", "H")
+    if name in ("t", "numpy_T"):
+        return True
+    if name in ("transpose", "swapaxes", "swapdims") and len(value.args) >= 3 and rank:
+        dims = {d % rank for d in value.args[1:3] if isinstance(d, int)}
+        return dims == {rank - 2, rank - 1}
+    if name == "permute" and rank and rank >= 2:
+        order = value.args[1:] if not isinstance(value.args[1], (list, tuple)) else value.args[1]
+        order = [d % rank for d in order if isinstance(d, int)]
+        return len(order) == rank and order[:-2] == list(range(rank - 2)) and order[-2:] == [rank - 1, rank - 2]
+    return False
+
+
 def _with_dim(name: str, node: Any, rank: int | None) -> tuple[str, dict[str, str]]:
     pos, default = _DIM_OPS[name]
     dim = _arg(node, pos, "dim", default)
@@ -177,6 +203,10 @@ def canonical_ops(node: Any, gm: Any, shape_of: Callable[[Any], Any]) -> "list[t
             return [("maximum" if name == "max" else "minimum", {})]
     if name in _DIM_OPS:
         return [_with_dim(name, node, rank)]
+    if name in ("matmul", "mm", "bmm"):
+        attrs = {flag: "" for flag, pos in (("ta", 0), ("tb", 1))
+                 if _swaps_last_two(node.args[pos] if len(node.args) > pos else None, shape_of)}
+        return [(name, attrs)]
     if name == "linear":
         bias = _arg(node, 2, "bias")
         return [("matmul", {}), ("add", {})] if bias is not None else [("matmul", {})]
