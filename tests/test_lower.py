@@ -73,6 +73,8 @@ CASES = {   # name -> (task source, kernels expected)
                                inputs="torch.randn(batch_size, dim), torch.randint(0, dim, (batch_size,))"), 2),
     "l1_loss": (task("F.l1_loss(x, y)", args="x, y", inputs="torch.randn(batch_size, dim), torch.randn(batch_size, dim)"), 1),
     "cumsum_dim0": (task("torch.cumsum(x, dim=0)"), 1),
+    "masked_fill_softmax": (task("torch.softmax(x.masked_fill(m, float('-inf')), dim=-1)", args="x, m",
+                                 inputs="torch.randn(batch_size, dim), torch.rand(1, dim) < 0.3"), 1),
     "fp16_layer_norm": (task("self.ln(x)", body="self.ln = nn.LayerNorm(300).half()",
                              inputs="torch.randn(batch_size, dim).half()"), 1),
 }

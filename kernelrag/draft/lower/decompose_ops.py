@@ -72,6 +72,13 @@ def op_where(dec, args, kwargs):
     return dec.ew("where", *args[:3])
 
 
+def op_masked_fill(dec, args, kwargs):
+    """x.masked_fill(mask, value) = where(mask, value, x), the mask broadcast like any operand."""
+    mask = args[1] if len(args) > 1 else kwargs["mask"]
+    value = args[2] if len(args) > 2 else kwargs["value"]
+    return dec.ew("where", mask, value, args[0], origin="masked_fill")
+
+
 def op_maximum(dec, args, kwargs):
     return dec.ew("maximum", *args[:2])
 
