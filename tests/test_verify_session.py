@@ -193,7 +193,7 @@ def test_on_a_gpu_the_compile_baseline_is_timed_once_and_hacks_are_still_rejecte
     assert first.timed and second.timed and first.eager_ms and second.eager_ms
     assert "baseline" in first.phases.seconds or "compile-baseline" in first.phases.reused
     assert "compile-baseline" in second.phases.reused and second.compile_source.startswith("cached")
-    assert "warm-process" in second.phases.reused or "warm-process" in hack.phases.reused
+    assert {"warm-process", "zygote-fork"} & set(second.phases.reused + hack.phases.reused)
     for name in ("warmup", "timing", "launch_proof"):
         assert name in second.phases.seconds
     assert not hack.ok

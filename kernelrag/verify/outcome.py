@@ -273,11 +273,9 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
     ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))
     ph.add("gpu_wait", parent.get("gpu_wait"))
     base = s.baseline or {}
-    if base:
-        waited = base.get("waited_s") or 0.0
-        ph.add("baseline", waited)
-        if waited < 0.05:
-            ph.reused.append("compile-baseline")
+    if base:                            # one figure per task and session, shared by its candidates
+        ph.add("baseline", base.get("waited_s") or 0.0)
+        ph.reused.append("compile-baseline")
     ph.add("ceilings", parent.get("ceilings"))
     for name, seconds in (result.get("durations") or {}).items():
         ph.add(name, seconds)

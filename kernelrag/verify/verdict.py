@@ -73,8 +73,9 @@ class Phases:
     ``warmup`` and ``timing``: the timed loop; ``launch_proof``: the profiled call;
     ``recheck``: the output re-check after timing; ``other``: the rest of the wall time.
     ``reused`` names what came from a cache: "reference" (outputs of the fixed trial seeds
-    in a warm reference process), "compile-baseline", "warm-process" (started ahead, imports
-    done), "zygote-fork" (forked on the CPU from a process that imported torch and triton).
+    in a warm reference process), "compile-baseline" (the task's one torch.compile figure of
+    the session), "warm-process" (started ahead, imports done), "zygote-fork" (forked from a
+    process that imported torch and triton).
     """
 
     seconds: dict[str, float] = field(default_factory=dict)
