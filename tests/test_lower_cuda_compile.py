@@ -44,27 +44,39 @@ def combinations(src: str) -> list[tuple[str, ...]]:
     return combos + ([split] if split not in combos and lower(src, "s", split).ok else [])
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize("path", TASKS, ids=lambda p: p.stem)
-def test_every_variant_compiles_for_sm90(path, tmp_path):
-    pytest.importorskip("triton.backends.nvidia")
+def launched(path: Path, combos: list[tuple[str, ...]], tmp_path: Path, rewrite=None) -> list[tuple[str, list]]:
+    """(module file, its recorded launches) for each variant combination of the task at
+    ``path``, run once under the interpreter at small sizes; ``rewrite`` edits the source first."""
     src = path.read_text()
     small = module_of(shrink(src, ShrinkLevel(64, 16), "small", cpu=True).source, "small")
     modules = []
-    for combo in combinations(src):
+    for combo in combos:
         d = lower(src, path.stem, combo)
         assert d.ok, d.reason
+        source = rewrite(d.source) if rewrite else d.source
         file = tmp_path / f"cand_{'_'.join(combo)}.py"
-        cand = load(d.source, str(file))
+        cand = load(source, str(file))
         launches = record(cand)
         torch.manual_seed(0)
         cand.ModelNew(*small.get_init_inputs())(*small.get_inputs())
         assert launches, f"{combo}: no kernel launched"
         modules.append((str(file), launches))
+    return modules
+
+
+def assert_all_compile(modules: list[tuple[str, list]]) -> list[dict]:
     results = compile_launches(modules)
     bad = [f"{Path(r['path']).stem} {r['kernel']}: {r['error'][-1500:]}" for r in results if not r["ok"]]
     assert not bad, "\n\n".join(bad)
-    assert len(results) >= len(modules)
+    return results
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("path", TASKS, ids=lambda p: p.stem)
+def test_every_variant_compiles_for_sm90(path, tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    modules = launched(path, combinations(path.read_text()), tmp_path)
+    assert len(assert_all_compile(modules)) >= len(modules)
 
 
 # the CUDA-only paths: tf32x3 dots with K-major (transposed) operands, CUDA tile rules, the
@@ -81,25 +93,16 @@ def test_every_variant_compiles_for_sm90_as_it_launches_on_a_gpu(path, tmp_path)
     """As above, with each launcher taking its CUDA branch (``x.is_cuda`` read as True: CUDA
     tiles, ``input_precision="tf32x3"``), which the interpreter otherwise never runs."""
     pytest.importorskip("triton.backends.nvidia")
-    src = path.read_text()
-    small = module_of(shrink(src, ShrinkLevel(64, 16), "small", cpu=True).source, "small")
-    modules = []
-    for combo in variant_choices(src):
-        d = lower(src, path.stem, combo)
-        assert d.ok, d.reason
-        gpu_source = re.sub(r"\b\w+\.is_cuda\b", "True", d.source)
-        assert gpu_source != d.source, "the launcher no longer branches on is_cuda: update this test"
-        file = tmp_path / f"gpu_{'_'.join(combo)}.py"
-        cand = load(gpu_source, str(file))
-        launches = record(cand)
-        torch.manual_seed(0)
-        cand.ModelNew(*small.get_init_inputs())(*small.get_inputs())
-        modules.append((str(file), launches))
+
+    def cuda_branch(source: str) -> str:
+        gpu_source = re.sub(r"\b\w+\.is_cuda\b", "True", source)
+        assert gpu_source != source, "the launcher no longer branches on is_cuda: update this test"
+        return gpu_source
+
+    modules = launched(path, variant_choices(path.read_text()), tmp_path, cuda_branch)
     precisions = {launch["kwargs"].get("PRECISION") for _, launches in modules for launch in launches}
     assert precisions == {None} or "tf32x3" in precisions, precisions     # the CUDA branch was taken
-    results = compile_launches(modules)
-    bad = [f"{Path(r['path']).stem} {r['kernel']}: {r['error'][-1500:]}" for r in results if not r["ok"]]
-    assert not bad, "\n\n".join(bad)
+    assert_all_compile(modules)
 
 
 def test_a_loop_carried_type_change_is_caught(tmp_path):
