@@ -246,3 +246,21 @@ def test_the_baselines_inductor_backend_compiles_holding_nothing_and_asks_before
     torch._dynamo.reset()
     with pytest.raises(RuntimeError, match="did not grant the GPU"):
         torch.compile(model, backend=K._gated_inductor)(x)
+
+
+def test_a_zygote_whose_children_cannot_use_the_gpu_is_passed_over(monkeypatch):
+    """Candidates then start as new interpreters: an infrastructure failure is never blamed
+    on a candidate."""
+    from kernelrag.verify import processes as P
+    from kernelrag.verify import zygote
+
+    from conftest import cuda_available
+
+    if not cuda_available():             # the zygote's own check, for real: here no child gets CUDA
+        assert zygote._children_get_cuda() is False
+    monkeypatch.setattr(P.Server, "__init__", lambda self, *args, **kwargs: None)
+    monkeypatch.setattr(P.Server, "recv", lambda self, deadline: {"ready": True, "fork_cuda": False})
+    monkeypatch.setattr(P, "_FORK_FAILS", set())
+    assert P.zygotes_enabled("cuda")
+    assert not P.Zygote("cuda").ready
+    assert not P.zygotes_enabled("cuda") and P.zygotes_enabled("cpu")

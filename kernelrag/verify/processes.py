@@ -155,7 +155,11 @@ class Zygote(Server):
         # own PID and mount namespaces, and the child drops every privilege before the candidate
         super().__init__(["kernelrag.verify.zygote"], Path(tempfile.mkdtemp(prefix="kernelrag-zygote-")), device,
                          writable=[str(isolation.exchange_base())], keep_caps=True)
-        self.ready = self.recv(time.monotonic() + 180.0) is not None
+        hello = self.recv(time.monotonic() + 180.0)
+        # on a GPU the zygote has checked that a forked child can create a CUDA context
+        self.ready = hello is not None and hello.get("fork_cuda") is not False
+        if hello is not None and hello.get("fork_cuda") is False:
+            _FORK_FAILS.add(device)
 
     def on_message(self, message: dict[str, Any] | None) -> None:
         with self._cond:
@@ -292,7 +296,7 @@ def reference_server(device: str) -> Server:
 def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
     """A candidate process: forked by a zygote of its device when possible, else a new
     interpreter. ``readable``: folders a new interpreter may read besides its own, read-only."""
-    if zygotes_enabled():
+    if zygotes_enabled(device):
         zygote = take_server(zygote_key(device), lambda: Zygote(device))
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
         if child is not None:
@@ -307,13 +311,17 @@ def prestart_candidate(job_path: Path, cwd: Path, device: str, readable: list[st
     return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
 
 
-def zygotes_enabled() -> bool:
-    return hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE")
+_FORK_FAILS: set[str] = set()      # devices whose forked children could not use the device
+
+
+def zygotes_enabled(device: str | None = None) -> bool:
+    return (hasattr(os, "fork") and not os.environ.get("KERNELRAG_VERIFY_NO_ZYGOTE")
+            and device not in _FORK_FAILS)
 
 
 def warm_zygote(device: str) -> None:
     """Start one zygote of ``device`` into the pool (a session does this ahead of its candidates)."""
-    if zygotes_enabled():
+    if zygotes_enabled(device):
         zygote = Zygote(device)
         give_back(zygote.key, zygote, zygote.ready)
 

@@ -95,6 +95,26 @@ def _child(request: dict) -> None:
             os._exit(code)
 
 
+def _children_get_cuda() -> bool:
+    """Fork one child that creates a CUDA context and allocates: True when it worked. A
+    zygote whose children cannot use the GPU says so, and its parent starts candidates as
+    new interpreters instead (``processes.spawn_candidate``), never blaming a candidate."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            import torch
+
+            torch.cuda.init()
+            torch.empty(1, device="cuda")
+            torch.cuda.synchronize()
+            code = 0
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    return os.waitstatus_to_exitcode(status) == 0
+
+
 def serve() -> int:
     import torch  # noqa: F401 - the point of the zygote: import once, fork many
     import triton  # noqa: F401
@@ -105,7 +125,8 @@ def serve() -> int:
         from kernelrag.verify import ceilings, launch, timing  # noqa: F401 - module level only: no CUDA call
 
     worker.die_with_parent()
-    _send({"ready": True})
+    cuda = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
+    _send({"ready": True, "fork_cuda": _children_get_cuda() if cuda else None})
     buffer = b""
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
