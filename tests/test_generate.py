@@ -266,7 +266,7 @@ def test_a_verified_tunable_kernel_goes_through_the_configuration_search_on_a_gp
     the pinned winner, faster than the kernel as verified, becomes the last round."""
     from kernelrag.config import REPO_ROOT
     from kernelrag.generate import Loop, Parts
-    from kernelrag.memory.tuning import TuningStore, source_configs
+    from kernelrag.memory.tuning import source_configs
     from kernelrag.verify.verdict import Timing, Verdict
 
     class FakeSession:
@@ -297,7 +297,6 @@ def test_a_verified_tunable_kernel_goes_through_the_configuration_search_on_a_gp
     assert tuned.verdict.kernel_ms.median_ms == min(1.0 + c["BLOCK_N"] / 256 for c in session.pinned)
     stored = json.loads((kr.settings.cache_dir / "tuning.json").read_text())["entries"]
     assert len(stored) == 1 and len(next(iter(stored.values()))["results"]) == 3
-    assert isinstance(TuningStore(kr.settings.cache_dir).path, Path)
 
 
 def test_memory_passes_over_a_skill_whose_constructor_does_not_fit_the_task(kernelrag_home):

@@ -24,7 +24,6 @@ import subprocess
 import sys
 import tempfile
 import threading
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -314,31 +313,11 @@ def _time_matmul(torch: Any, dev: Any, dtype: Any, n: int, warmup: int, trials: 
 
 
 def _true_fp32(torch: Any):
-    """Turn TF32 off for cuBLAS matmuls; return a function that restores the old setting.
+    """Turn TF32 off for cuBLAS matmuls; return a function that restores the old setting
+    (``gemm_paths.cublas_precision``, the one switch for both precision paths)."""
+    from kernelrag.verify.gemm_paths import cublas_precision
 
-    Uses the ``fp32_precision`` API where torch has it (mixing it with the legacy
-    ``allow_tf32`` flag raises in recent torch), else the legacy flags.
-    """
-    matmul = torch.backends.cuda.matmul
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        try:
-            old = matmul.fp32_precision
-            matmul.fp32_precision = "ieee"
-            return lambda: setattr(matmul, "fp32_precision", old)
-        except (AttributeError, RuntimeError, ValueError):
-            pass
-        old_tf32, old_precision = matmul.allow_tf32, torch.get_float32_matmul_precision()
-        matmul.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
-
-    def restore() -> None:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            matmul.allow_tf32 = old_tf32
-            torch.set_float32_matmul_precision(old_precision)
-
-    return restore
+    return cublas_precision(torch, "ieee")
 
 
 def main(argv: list[str] | None = None) -> int:
