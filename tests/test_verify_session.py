@@ -7,6 +7,7 @@ fixture of one task goes through one session and must still be caught.
 from __future__ import annotations
 
 import json
+import time
 import threading
 from pathlib import Path
 
@@ -166,11 +167,21 @@ def test_a_cached_compile_figure_is_scaled_by_eagers_drift():
     assert failed.compile_ms is None and any("boom" in w for w in failed.warnings)
 
 
+def _wait_for_slots(session: VerifySession, timeout_s: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while len(session._slots) < session.workers and time.monotonic() < deadline:
+        time.sleep(0.1)
+    time.sleep(1.0)            # the child checks for its job as it starts: let it start first
+
+
 def test_candidates_from_processes_started_ahead_are_checked_alike():
-    """The GPU path (a new interpreter per candidate, started before its job), run on a CPU."""
+    """The GPU path (a candidate process per worker started before its job), run on a CPU."""
     bad = FIXTURES / "hacks" / "input_mutation.py"
     with VerifySession(device="cpu", prestart=True) as session:
-        good, hack = session.verify_many(TASK, [GOOD, bad])
+        good, = session.verify_many(TASK, [GOOD])
+        _wait_for_slots(session)                  # refilled in the background
+        hack, = session.verify_many(TASK, [bad])
+        _wait_for_slots(session)
         assert len(session._slots) == session.workers        # the next candidates' processes wait
         waiting = [slot.child for slot in session._slots]
     assert good.ok, good.feedback()
@@ -204,6 +215,7 @@ def test_warm_processes_outlive_one_batch_of_a_parallel_session():
     follows the thread that started them)."""
     with VerifySession(device="cpu", prestart=True, workers=2) as session:
         first = session.verify_many(TASK, [GOOD, GOOD])
+        _wait_for_slots(session)
         later = session.verify_many(TASK, [GOOD])
     assert all(v.ok for v in first + later)
     assert "warm-process" in later[0].phases.reused

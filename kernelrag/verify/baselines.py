@@ -18,13 +18,22 @@ drift since (``outcome._cached_compile``).
 from __future__ import annotations
 
 import hashlib
+import os
 import threading
 import time
 from typing import Any, Callable
 
+from kernelrag.verify.processes import in_background
+
 COMPILE_TIMEOUT_S = 600.0     # torch.compile of a large model can take minutes on a busy host
 TIME_TIMEOUT_S = 300.0
-COMPILES_AT_ONCE = 2          # compilations use the host's cores; more at once slows each
+
+
+def compiles_at_once() -> int:
+    """torch.compile runs at once: each uses about one core (one inductor compile thread per
+    worker) for 20-40 s on a GPU host, so a 16-core host takes 4 beside its candidates."""
+    return max(2, min(4, (os.cpu_count() or 8) // 4))
+
 
 
 def baseline_key(source: str, device: str = "cuda") -> str:
@@ -49,7 +58,7 @@ class Baselines:
         self.gate, self._take_ref, self._give_ref = gate, take_ref, give_ref
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
-        self._compiles = threading.Semaphore(COMPILES_AT_ONCE)
+        self._compiles = threading.Semaphore(compiles_at_once())
 
     def start(self, source: str, *, seed: int, tolerance: Any = None, device: str = "cuda") -> str:
         """Begin measuring the baseline of ``source`` unless it is measured or under way; its key."""
@@ -58,8 +67,7 @@ class Baselines:
             if key in self._entries:
                 return key
             entry = self._entries[key] = _Entry()
-        threading.Thread(target=self._measure, args=(entry, source, seed, tolerance), daemon=True,
-                         name="kernelrag-baseline").start()
+        in_background(lambda: self._measure(entry, source, seed, tolerance))
         return key
 
     def wait(self, key: str, timeout_s: float) -> dict[str, Any]:

@@ -261,13 +261,21 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
     if "main" in clock and "spawn" in parent:
         ph.add("process_start", clock["main"] - parent["spawn"])
     ph.add("imports", span("main", "imports") if "imports" in clock else span("main", "ready"))
+    if "imports" in clock:
+        ph.add("setup", span("job", "ready"))
     ph.add("candidate_import", span("ready", "imported"))
     ph.add("correctness", span("plan", "trials"))
+    if clock.get("forked"):
+        ph.reused.append("zygote-fork")
     if clock.get("warm"):
         ph.reused.append("warm-process")
-    elif clock.get("forked"):
-        ph.reused.append("zygote-fork")
-    ph.add("reference_build", (ready.get("seconds") or {}).get("reference_build"))
+    build = (ready.get("seconds") or {}).get("reference_build")
+    ph.add("reference_build", build)
+    waited = span("imported", "plan")
+    if waited is not None:
+        ph.add("plan_wait", max(0.0, waited - (build or 0.0)))
+    if "result" in parent and "ended" in parent:
+        ph.add("teardown", parent["ended"] - parent["result"])
     if ready.get("reused"):
         ph.reused.append("reference")
     ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))

@@ -28,8 +28,9 @@ import sys
 import tempfile
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from kernelrag.verify import isolation
 
@@ -174,7 +175,8 @@ class Zygote(Server):
     def fork(self, job_path: Path, cwd: Path) -> "Child | None":
         rid = next(self._ids)
         iso = isolation.probe()
-        self.send({"id": rid, "job": str(job_path), "cwd": str(cwd), "stdout": str(cwd / "stdout.txt"),
+        self.send({"id": rid, "job": str(job_path), "device": self.device, "cwd": str(cwd),
+                   "stdout": str(cwd / "stdout.txt"),
                    "stderr": str(cwd / "stderr.txt"), "isolate": iso.active, "switch_uid": iso.switch_uid,
                    "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES[self.device]})
         with self._cond:
@@ -295,7 +297,9 @@ def reference_server(device: str) -> Server:
 
 def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
     """A candidate process: forked by a zygote of its device when possible, else a new
-    interpreter. ``readable``: folders a new interpreter may read besides its own, read-only."""
+    interpreter. ``readable``: folders a new interpreter may read besides its own, read-only.
+    Started before ``job_path`` exists, the process gets ready (imports; on a GPU the CUDA
+    context and Triton) and then waits for it (see ``zygote`` and ``worker.main``)."""
     if zygotes_enabled(device):
         zygote = take_server(zygote_key(device), lambda: Zygote(device))
         child = zygote.fork(job_path, cwd) if isinstance(zygote, Zygote) and zygote.ready else None
@@ -306,9 +310,25 @@ def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] 
 
 
 def prestart_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
-    """A candidate process started before its job exists: it imports torch and triton (not
-    touching CUDA) and waits for ``job_path`` (see ``worker.main``). One candidate each."""
-    return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
+    """A candidate process started before its job exists (``spawn_candidate``). One candidate each."""
+    return spawn_candidate(job_path, cwd, device, readable)
+
+
+_STARTER = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kernelrag-start")   # threads made as needed
+
+
+def in_background(start: Callable[[], Any]) -> None:
+    """Run ``start`` (which starts processes) on a thread that lives as long as this process:
+    a worker dies with the thread that started it (PR_SET_PDEATHSIG follows the thread), so
+    warm processes are never started from a short-lived one. A failure only means the
+    process is started again when it is needed."""
+    def quietly() -> None:
+        try:
+            start()
+        except Exception:   # noqa: BLE001 - see above
+            pass
+
+    _STARTER.submit(quietly)
 
 
 _FORK_FAILS: set[str] = set()      # devices whose forked children could not use the device

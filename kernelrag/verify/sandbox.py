@@ -231,6 +231,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
             time.sleep(0.02)
+        s.clock["result"] = time.monotonic()
         if files["result"].exists():
             s.result = json.loads(files["result"].read_text())
         elif cand.poll() is None:
@@ -254,6 +255,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         s.ref_healthy = healthy
         if given_ref is None:
             give_back(reference_key(job.device), ref, healthy)
+        s.clock["ended"] = time.monotonic()
 
 
 class _Held:

@@ -22,11 +22,11 @@ What a session reuses, and how it is keyed (nothing crosses from one task to ano
 * **Warm processes.** Reference processes stay up for the session. Candidate processes
   are forked by zygotes that imported torch and triton once and never touch CUDA (an
   initialised CUDA context does not survive a fork; each child creates its own), one
-  child per candidate (``processes.spawn_candidate``); a GPU session starts its zygotes
-  and reference processes as it opens. ``prestart=True`` instead starts each candidate
-  as a new interpreter ahead of its job (imports done, and on a GPU CUDA and Triton
-  initialised), for hosts where fork is not available. On a CPU
-  the zygote forks them (``processes.spawn_candidate``).
+  child per candidate (``processes.spawn_candidate``). A GPU session starts its zygotes
+  and reference processes as it opens and keeps one candidate process per worker started
+  ahead of its job (``prestart``), its CUDA context and Triton already up; where fork is
+  not available these are new interpreters. A CPU session forks each candidate when its
+  job arrives (a fork costs milliseconds there).
 
 Parallelism: ``workers`` candidates are in flight at once. On a GPU the gate lets any
 number share the device for untimed work (imports, correctness trials, comparisons,
@@ -46,7 +46,8 @@ from typing import Any, Callable, Iterable
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
 from kernelrag.verify.baselines import Baselines
-from kernelrag.verify.processes import give_back, reference_key, reference_server, warm_zygote, zygotes_enabled
+from kernelrag.verify.processes import (give_back, in_background, reference_key, reference_server, warm_zygote,
+                                        zygotes_enabled)
 from kernelrag.verify.sandbox import Job, Session, Slot, run_session
 from kernelrag.verify.verdict import Verdict
 
@@ -118,7 +119,9 @@ class VerifySession:
                             seed=self.seed, tolerance=tolerance, policy=policy, cache_dir=cache_dir,
                             require_isolation=require_isolation)
         self.workers = workers or (gpu_workers() if self.resolved == "cuda" else 1)   # CPU: one zygote
-        self.prestart = not zygotes_enabled() if prestart is None else bool(prestart)
+        # a GPU session keeps a started candidate process per worker (forked by a zygote when
+        # possible) whose CUDA context is up before its job; a CPU zygote's fork is enough
+        self.prestart = (self.resolved == "cuda" or not zygotes_enabled()) if prestart is None else bool(prestart)
         self.compile_baseline = compile_baseline
         self.gate = GpuGate()
         self.baselines = Baselines(self.gate, lambda: self._take_ref("cuda"),
@@ -126,6 +129,7 @@ class VerifySession:
         self._lock = threading.Lock()
         self._refs: dict[str, list] = {}
         self._slots: list[Slot] = []
+        self._filling = 0
         self._pool: ThreadPoolExecutor | None = None
         self._closed = False
         if self.resolved == "cuda":
@@ -238,11 +242,14 @@ class VerifySession:
             server = reference_server(self.resolved)
             self._give_ref(self.resolved, server, server.alive())
 
-        jobs = [one_ref] * self.workers
-        if not self.prestart:
-            jobs += [lambda: warm_zygote(self.resolved)] * self.workers
-        for job in jobs:
-            threading.Thread(target=_quietly, args=(job,), daemon=True, name="kernelrag-warm").start()
+        for _ in range(self.workers):
+            in_background(one_ref)
+        if zygotes_enabled(self.resolved):
+            # one zygote per candidate in flight and one per prestarted slot
+            for _ in range(2 * self.workers if self.prestart else self.workers):
+                in_background(lambda: warm_zygote(self.resolved))
+        if self.prestart:
+            self._refill(self.resolved)
 
     def _take_ref(self, device: str):
         with self._lock:
@@ -271,13 +278,31 @@ class VerifySession:
             slot = self._slots.pop(0) if self._slots else None
         slot = slot if slot is not None and slot.child.poll() is None else _replace(slot, device,
                                                                                     self._readable(device))
-        with self._lock:                 # keep one warm process per worker ready for the next candidates
-            missing = self.workers - len(self._slots)
-        for _ in range(max(0, missing)):
-            fresh = Slot.make(device, prestart=True, readable=self._readable(device))
-            with self._lock:
-                self._slots.append(fresh)
+        self._refill(device)
         return slot
+
+    def _refill(self, device: str) -> None:
+        """Keep one started process per worker ready for the next candidates, started in the
+        background so that the candidate in hand does not wait for them."""
+        with self._lock:
+            missing = max(0, self.workers - len(self._slots) - self._filling)
+            self._filling += missing
+
+        def add() -> None:
+            fresh = None
+            try:
+                fresh = Slot.make(device, prestart=True, readable=self._readable(device))
+            finally:
+                with self._lock:
+                    self._filling -= 1
+                    keep = fresh is not None and not self._closed
+                    if keep:
+                        self._slots.append(fresh)
+                if fresh is not None and not keep:
+                    fresh.discard()
+
+        for _ in range(missing):
+            in_background(add)
 
     def _readable(self, device: str) -> list[str]:
         """What a candidate may read besides its scratch folder: the measured-ceilings cache."""
@@ -303,13 +328,6 @@ class VerifySession:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
-
-
-def _quietly(job: Callable[[], None]) -> None:
-    try:
-        job()
-    except Exception:   # noqa: BLE001 - a process that fails to start now is started again on demand
-        pass
 
 
 def _replace(dead: Slot | None, device: str, readable: list[str]) -> Slot:

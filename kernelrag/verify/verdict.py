@@ -50,9 +50,9 @@ class Timing:
                    trials=int(value.get("trials", 0)))
 
 
-PHASES = ("static", "process_start", "imports", "reference_build", "candidate_import", "correctness",
-          "comparison", "gpu_wait", "baseline", "ceilings", "first_call", "compile", "warmup", "timing",
-          "launch_proof", "recheck", "other")
+PHASES = ("static", "process_start", "imports", "setup", "reference_build", "plan_wait", "candidate_import",
+          "correctness", "comparison", "gpu_wait", "baseline", "ceilings", "first_call", "compile", "warmup",
+          "timing", "launch_proof", "recheck", "teardown", "other")
 
 
 @dataclass
@@ -61,8 +61,10 @@ class Phases:
 
     ``process_start``: spawn to the candidate process's first line; ``imports``: torch,
     triton and the verifier in it (both spent before the job arrived when the process came
-    warm from a pool, see ``reused``); ``reference_build``: sizes, references and null
-    controls in the reference process; ``correctness``: the candidate's trials;
+    warm from a pool, see ``reused``); ``setup``: the candidate process from its job to
+    ready (limits; on a GPU its CUDA context unless that was made ahead); ``reference_build``:
+    sizes, references and null controls in the reference process; ``plan_wait``: the
+    candidate waiting for the reference's plan beyond that build; ``correctness``: the candidate's trials;
     ``comparison``: the reference process comparing their outputs; ``gpu_wait``: waiting
     for the GPU while another process was timed; ``baseline``: waiting for the task's
     torch.compile baseline, compiled and timed in a reference process of its own (once per
@@ -71,7 +73,8 @@ class Phases:
     ``first_call``: the first call at the timed size with its full-size check;
     ``compile``: torch.compile of the reference in the candidate process (when interleaved);
     ``warmup`` and ``timing``: the timed loop; ``launch_proof``: the profiled call;
-    ``recheck``: the output re-check after timing; ``other``: the rest of the wall time.
+    ``recheck``: the output re-check after timing; ``teardown``: ending the candidate process
+    and handing the reference process back; ``other``: the rest of the wall time.
     ``reused`` names what came from a cache: "reference" (outputs of the fixed trial seeds
     in a warm reference process), "compile-baseline" (the task's one torch.compile figure of
     the session), "warm-process" (started ahead, imports done), "zygote-fork" (forked from a

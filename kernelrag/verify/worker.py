@@ -45,7 +45,7 @@ def die_with_parent() -> None:
         pass
 
 
-def _wait_json(path: Path) -> dict[str, Any]:
+def wait_json(path: Path) -> dict[str, Any]:
     """Wait for the parent to write ``path`` (atomically); the parent kills us on timeout.
 
     If the process that started us goes away, nobody will write it: leave.
@@ -242,7 +242,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     run.findings("import")
     clock["imported"] = time.monotonic()
     model_cls = run.model_cls = getattr(module, "ModelNew", None)
-    plan = _wait_json(Path(job["plan_path"]))
+    plan = wait_json(Path(job["plan_path"]))
     clock["plan"] = time.monotonic()
     if plan.get("cmd") == "stop" or model_cls is None:
         if model_cls is None:
@@ -261,7 +261,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     res["dot_precisions"] = sorted(run.guard.dot_precisions)
     _write_json(phase1, res)
     if job.get("wait_for_go"):
-        go_message = _wait_json(Path(job["go_path"]))
+        go_message = wait_json(Path(job["go_path"]))
         go, run.ceilings = go_message.get("go"), go_message.get("ceilings")
         clock["go"] = time.monotonic()
         if go == "time" and "error" not in res:
@@ -295,7 +295,7 @@ def main(argv: list[str] | None = None) -> int:
         preimport()
         stamps["imports"] = time.monotonic()
         stamps["warm"] = 1.0
-        return run_candidate(_wait_json(job_path), stamps)
+        return run_candidate(wait_json(job_path), stamps)
     return run_candidate(json.loads(job_path.read_text()), stamps)
 
 

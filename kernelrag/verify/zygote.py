@@ -6,7 +6,9 @@ child per candidate. The child is a new process: its own session (killable as a 
 its own PID and mount namespaces with a fresh /tmp when isolation is in force, its own
 working directory, stdin from /dev/null, stdout/stderr to files, and it runs
 ``worker.run_candidate`` exactly as a fresh ``python -m kernelrag.verify.worker
-candidate`` would. The zygote never runs candidate code, so no candidate can leave
+candidate`` would. A child forked before its job is written (a session's prestarted
+slot) first creates its CUDA context and warms Triton, then waits for the job, so the
+candidate's clock starts with a ready GPU. The zygote never runs candidate code, so no candidate can leave
 anything behind for the next one.
 
 On a GPU the zygote never touches CUDA (no context, no ``cuInit``: a CUDA context does
@@ -26,6 +28,9 @@ import signal
 import sys
 import time
 import traceback
+from pathlib import Path
+
+from kernelrag.verify import jail
 
 MARK = "@@kernelrag "
 
@@ -49,8 +54,6 @@ def _isolate(request: dict) -> None:
     """This child's own PID and mount namespaces: only its exchange folder visible, a fresh
     /tmp and /proc; then no privileges. The forked process that runs the candidate is PID 1
     of the new namespace, so every process it starts ends with it."""
-    from kernelrag.verify import jail
-
     jail.unshare(jail.CLONE_NEWNS | jail.CLONE_NEWPID)
     jail.hide_siblings(request["base"], request["cwd"], request["tmp_bytes"])
     pid = os.fork()
@@ -61,9 +64,9 @@ def _isolate(request: dict) -> None:
             signal.signal(-code, signal.SIG_DFL)
             os.kill(os.getpid(), -code)
         os._exit(code)
-    jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
     jail.mount("proc", "/proc", "proc", jail.MS_NOSUID | jail.MS_NODEV | jail.MS_NOEXEC)
     jail.drop_privileges(request["switch_uid"])
+    jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)   # after the switch of user, which clears it
 
 
 def _child(request: dict) -> None:
@@ -71,6 +74,7 @@ def _child(request: dict) -> None:
     forked = time.monotonic()
     try:
         os.setsid()
+        jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)   # the zygote gone: nobody reaps or kills us
         if request.get("isolate"):
             _isolate(request)
         os.chdir(request["cwd"])
@@ -80,11 +84,17 @@ def _child(request: dict) -> None:
             new = os.open(path, flags, 0o600)
             os.dup2(new, fd)
             os.close(new)
-        from kernelrag.verify.worker import run_candidate
+        from kernelrag.verify import worker
 
-        with open(request["job"]) as f:
-            job = json.load(f)
-        code = run_candidate(job, {"main": forked, "imports": forked, "forked": 1.0})
+        stamps = {"main": forked, "imports": forked, "forked": 1.0}
+        job_path = Path(request["job"])
+        if not job_path.exists():
+            # forked ahead of its job: create the CUDA context and start Triton now, off the
+            # candidate's clock, then wait for the job like a warm new interpreter
+            if request.get("device") == "cuda":
+                worker.warm_gpu()
+            stamps.update(imports=time.monotonic(), warm=1.0)
+        code = worker.run_candidate(worker.wait_json(job_path), stamps)
     except BaseException:   # noqa: BLE001 - report anything, then leave without cleanup
         traceback.print_exc()
     finally:
