@@ -28,7 +28,8 @@ cached compile baseline and the overlap, to compare.
 
 Recorded (``throughput-<device>-<date>.json`` in ``--out-dir``): every verdict's status,
 wall time, per-phase seconds and what was reused; the median time of a task's first
-candidate and of candidates with the task's baselines cached; sustained candidates per
+candidate and of candidates with the task's baselines cached, in the batch (queued behind
+the other workers) and alone (``--latency`` kernels one at a time afterwards); sustained candidates per
 minute over the batch (candidates that could be checked here: not_checkable ones are
 listed but left out of the rates); per-phase medians and totals; GPU, torch and triton versions.
 Needs only the standard library, torch and triton.
@@ -220,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--suite", action="store_true",
                     help="instead of the seed skills, the suite bench/tasks/ with the offline drafter's candidates")
     ap.add_argument("--rounds", type=int, default=2, help="--suite: drafts tried per task")
+    ap.add_argument("--latency", type=int, default=8,
+                    help="after the batch, this many kernels verified one at a time (latency without queueing)")
     ap.add_argument("--hacks", choices=("auto", "on", "off"), default="auto",
                     help="the GPU hack fixtures (auto: on a GPU only; on a CPU their timing checks cannot run)")
     args = ap.parse_args(argv)
@@ -267,6 +270,9 @@ def main(argv: list[str] | None = None) -> int:
         groups = []
     rows: list[dict] = []
     items = pipeline(groups, repeat=not args.no_repeat)
+    firsts: dict[str, dict] = {}
+    for it in items:                           # a task's first candidate in the run's order
+        firsts.setdefault(it["group"]["skill"], it)
     batch_start = time.monotonic()
     with VerifySession(device=args.device, measure_time=timed, workers=args.workers,
                        timeout_s=args.timeout_s, compile_baseline=args.compile_baseline) as session:
@@ -293,10 +299,13 @@ def main(argv: list[str] | None = None) -> int:
                     report.setdefault("errors", []).append({"skill": skill, "variant": it["variant"],
                                                             "error": str(v)[:300]})
                     continue
-                rows.append(row(skill, it["variant"], v, first="reference" not in row_reused(v)))
+                rows.append(row(skill, it["variant"], v, first=it is firsts.get(skill)))
                 print(f"[{len(rows)}/{len(items)}] {skill} {it['variant']}: {v.status} {v.wall_s:.1f} s; "
                       f"{v.phases.line()}", flush=True)
             report["session"] = {"rows": rows, **summarize(rows, time.monotonic() - batch_start)}
+            save()
+        if report["session"] and args.latency > 0:
+            report["alone"] = alone(args, session, groups, {r["skill"] for r in rows}, start)
             save()
     report["done"] = True
     report["wall_s"] = round(time.monotonic() - start, 1)
@@ -305,14 +314,35 @@ def main(argv: list[str] | None = None) -> int:
     s = report["session"] or report.get("suite") or {}
     if "verifications" in s:
         s = {**s, "candidates": s["verifications"], "candidates_per_minute": s["verifications_per_minute"]}
-    print(json.dumps({k: s.get(k) for k in ("candidates", "candidates_per_minute", "first_of_task_median_s",
-                                            "cached_median_s", "median_s", "statuses")}, indent=1))
+    summary = {k: s.get(k) for k in ("candidates", "candidates_per_minute", "first_of_task_median_s",
+                                     "cached_median_s", "median_s", "statuses")}
+    summary["cached_median_alone_s"] = (report.get("alone") or {}).get("cached_median_s")
+    print(json.dumps(summary, indent=1))
     print(f"wrote {out}")
     return 0
 
 
-def row_reused(v) -> list[str]:
-    return list(v.phases.reused) if v.phases else []
+def alone(args: argparse.Namespace, session: VerifySession, groups: list[dict], seen: set[str],
+          start: float) -> dict:
+    """Latency without queueing: kernels of tasks the batch has seen (their references and
+    torch.compile baselines cached), verified one at a time in the same session, each
+    after its started processes are ready. The batch's per-candidate times include waiting
+    behind the other workers for the GPU; these do not."""
+    rows = []
+    for group in [g for g in groups if g["skill"] in seen][:args.latency]:
+        if time.monotonic() - start > args.budget_s + 60.0:
+            break
+        session.wait_warm(60.0)
+        v = session.verify_pairs([(group["reference"], group["candidates"][0][1])], errors="return",
+                                 overrides=[{"tolerance": group["tolerance"]}])[0]
+        if isinstance(v, Exception):
+            continue
+        rows.append(row(group["skill"], "kernel alone", v, first=False))
+        print(f"alone {group['skill']}: {v.status} {v.wall_s:.1f} s; {v.phases.line()}", flush=True)
+    walls = [r["wall_s"] for r in rows if r["status"] != "not_checkable"]
+    return {"mode": "one candidate at a time, baselines cached, processes started ahead", "rows": rows,
+            "cached_median_s": round(statistics.median(walls), 3) if walls else None,
+            "phase_median_s": summarize(rows, 1.0)["phase_median_s"] if rows else {}}
 
 
 if __name__ == "__main__":

@@ -6,8 +6,9 @@ Run on the GPU machine from the repository root (about 7 minutes on an H200):
 
 It measures the GPU's ceilings, runs each GPU-only hack fixture (tests/fixtures/verify_gpu/)
 through the timing and launch checks directly, each in its own process ("direct"), then
-through ``kernelrag.verify.verify`` on the GPU, then verifies the CPU fixtures under
-tests/fixtures/verify/ on the GPU too. Hacks must be rejected and controls must pass; the
+through the verifier on the GPU, then verifies the CPU fixtures under tests/fixtures/verify/
+on the GPU too; the verifier runs them as the generate loop and the benchmark do, several
+at a time through one ``VerifySession``. Hacks must be rejected and controls must pass; the
 JSON records every outcome, the wall time of each verification and the GPU, driver,
 torch and triton versions; a short table is printed last. Fixtures left when the time
 budget (--budget-s) runs out are recorded as skipped.
@@ -227,34 +228,43 @@ def run_direct(case: dict, ceilings_path: Path | None, timeout_s: float) -> dict
 
 # ---- verify() runs -----------------------------------------------------------------
 
-def run_verify(case: dict, timeout_s: float, relaxed: bool = False) -> dict:
+def verify_rows(session, cases: list[tuple[dict, bool]]) -> list[dict]:
+    """Verify (case, relaxed) pairs together through ``session`` (a ``VerifySession``, the
+    way the generate loop and the benchmark verify) and judge each verdict."""
     t0 = time.perf_counter()
-    row = {"name": case["name"], "suite": case["suite"], "expect": case["expect"],
-           "mode": "static-as-warnings" if relaxed else "default"}
-    try:
-        from kernelrag.verify import verify
-
+    rows, pairs, extra = [], [], []
+    for case, relaxed in cases:
+        row = {"name": case["name"], "suite": case["suite"], "expect": case["expect"],
+               "mode": "static-as-warnings" if relaxed else "default"}
         options = verify_options(relaxed)
         if options is None:
             row.update(as_expected=None, status="skipped: verify() has no policy option", wall_s=0.0)
-            return row
-        if relaxed:
+        elif relaxed:
             options["trials"] = 3     # the hacks compute the right answer: the catch comes later
-        verdict = verify(case["task"], case["candidate"], device="cuda", timeout_s=timeout_s, **options)
-        data = verdict.to_dict() if hasattr(verdict, "to_dict") else dict(verdict)
-    except Exception as exc:  # verify() must not raise on a bad kernel: record it as a failure
-        row.update(as_expected=False, status="verify-raised", error=f"{type(exc).__name__}: {exc}",
-                   traceback=traceback.format_exc()[-3000:], wall_s=time.perf_counter() - t0)
-        return row
-    ok, why = judge(case, data, relaxed)
-    keep = ("ok", "status", "reason", "warnings", "findings", "kernel_ms", "eager_ms", "compile_ms",
-            "speedup_vs_eager", "speedup_vs_compile", "frac_roofline", "achieved_gbps", "wall_s")
-    row.update({k: data.get(k) for k in keep}, as_expected=ok, mismatch=why,
-               verify_wall_s=time.perf_counter() - t0)
-    return row
+        rows.append((row, options))
+        if options is not None:
+            pairs.append((case["task"], case["candidate"]))
+            extra.append(options)
+    verdicts = iter(session.verify_pairs(pairs, errors="return", overrides=extra))
+    out = []
+    for (row, options), (case, relaxed) in zip(rows, cases):
+        if options is None:
+            out.append(row)
+            continue
+        verdict = next(verdicts)
+        if isinstance(verdict, Exception):   # a malformed fixture: the verifier said so
+            row.update(as_expected=False, status="verify-raised", error=f"{type(verdict).__name__}: {verdict}")
+            out.append(row)
+            continue
+        data = verdict.to_dict()
+        ok, why = judge(case, data, relaxed)
+        keep = ("ok", "status", "reason", "warnings", "findings", "kernel_ms", "eager_ms", "compile_ms",
+                "speedup_vs_eager", "speedup_vs_compile", "frac_roofline", "achieved_gbps", "wall_s")
+        row.update({k: data.get(k) for k in keep}, as_expected=ok, mismatch=why,
+                   batch_wall_s=round(time.perf_counter() - t0, 2))
+        out.append(row)
+    return out
 
-
-# ---- main --------------------------------------------------------------------------
 
 def environment() -> dict:
     import torch
@@ -280,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget-s", type=float, default=450.0,
                         help="start no new work after this many seconds (default 450)")
     parser.add_argument("--verify-timeout-s", type=float, default=150.0,
-                        help="timeout_s passed to each verify() call (default 150)")
+                        help="timeout_s of each verification (default 150)")
     parser.add_argument("--skip", choices=("direct", "verify", "cpu"), action="append", default=[],
                         help="leave out a stage (repeatable): direct checks of the GPU fixtures, verify() "
                              "of the GPU fixtures, verify() of the CPU fixtures")
@@ -344,17 +354,21 @@ def main(argv: list[str] | None = None) -> int:
     todo = [] if "verify" in args.skip else [(c, False) for c in gpu_cases()]
     todo += [] if "verify" in args.skip else [(c, True) for c in gpu_cases() if c["expect"] == "reject"]
     todo += [] if "cpu" in args.skip else [(c, False) for c in cpu_cases()]
-    for case, relaxed in todo:
-        if left() < 45:
-            report["skipped"].append({"name": case["name"], "stage": "verify", "suite": case["suite"],
-                                      "relaxed": relaxed})
-            continue
-        row = run_verify(case, timeout_s=min(args.verify_timeout_s, left()), relaxed=relaxed)
-        report["verify"].append(row)
-        save()
-        print(f"verify  {row['mode']:<18} {case['suite']}:{case['name']:<22} "
-              f"{'ok ' if row['as_expected'] else 'BAD'} {row.get('status')!s:<14} "
-              f"{row.get('verify_wall_s', row.get('wall_s', 0)):5.1f} s", flush=True)
+    from kernelrag.verify import VerifySession
+
+    with VerifySession(device="cuda", timeout_s=args.verify_timeout_s) as session:
+        chunk = 2 * session.workers
+        for at in range(0, len(todo), chunk):
+            if left() < 60:
+                report["skipped"] += [{"name": c["name"], "stage": "verify", "suite": c["suite"], "relaxed": r}
+                                      for c, r in todo[at:]]
+                break
+            for row in verify_rows(session, todo[at:at + chunk]):
+                report["verify"].append(row)
+                print(f"verify  {row['mode']:<18} {row['suite']}:{row['name']:<22} "
+                      f"{'ok ' if row['as_expected'] else 'BAD'} {row.get('status')!s:<14} "
+                      f"{row.get('wall_s') or 0:5.1f} s", flush=True)
+            save()
     report["wall_s"] = time.perf_counter() - start
     rows = report["direct"] + report["verify"]
     report["all_as_expected"] = (bool(rows) and not report["skipped"]
@@ -380,7 +394,7 @@ def _print_table(report: dict) -> None:
         result = {True: "ok", False: "BAD", None: "-"}[r.get("as_expected")]
         print(f"{stage:<7} {r['suite'] + ':' + r['name']:<30} {r['expect']:<7} "
               f"{result:<6} {str(r.get('status')):<22} "
-              f"{r.get('verify_wall_s', r.get('wall_s', 0)):6.1f}  {(r.get('error') or r.get('reason') or '')[:70]}")
+              f"{r.get('wall_s') or 0:6.1f}  {(r.get('error') or r.get('reason') or '')[:70]}")
     for s in report["skipped"]:
         print(f"{s['stage']:<7} {s['name']:<30} skipped: time budget spent")
     print("verify* = static rules as warnings, so the run-time and GPU checks must catch the hack")

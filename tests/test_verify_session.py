@@ -7,7 +7,6 @@ fixture of one task goes through one session and must still be caught.
 from __future__ import annotations
 
 import json
-import time
 import threading
 from pathlib import Path
 
@@ -168,10 +167,7 @@ def test_a_cached_compile_figure_is_scaled_by_eagers_drift():
 
 
 def _wait_for_slots(session: VerifySession, timeout_s: float = 120.0) -> None:
-    deadline = time.monotonic() + timeout_s
-    while len(session._slots) < session.workers and time.monotonic() < deadline:
-        time.sleep(0.1)
-    time.sleep(1.0)            # the child checks for its job as it starts: let it start first
+    assert session.wait_warm(timeout_s), "the session's processes started ahead did not get ready"
 
 
 def test_candidates_from_processes_started_ahead_are_checked_alike():

@@ -209,6 +209,11 @@ class Child:
                             stdout=out, stderr=err)
         return cls(cwd, popen=popen)
 
+    def started(self) -> bool:
+        """A process started ahead of its job has done its imports (and on a GPU made its
+        CUDA context) and now waits for the job (``worker.say_ready``)."""
+        return (self.cwd / "ready").exists()
+
     def poll(self) -> int | None:
         if self.popen is not None:
             return self.popen.poll()

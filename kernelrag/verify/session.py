@@ -39,6 +39,7 @@ from __future__ import annotations
 import os
 import secrets
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable, Iterable
@@ -303,6 +304,22 @@ class VerifySession:
 
         for _ in range(missing):
             in_background(add)
+
+    def wait_warm(self, timeout_s: float = 60.0) -> bool:
+        """Wait until one started candidate process per worker waits for its job (a GPU
+        session refills them in the background after each candidate); True when they do.
+        Nothing to wait for without ``prestart``."""
+        deadline = time.monotonic() + timeout_s
+        while self.prestart and not self._closed:
+            with self._lock:
+                ready = len(self._slots) >= self.workers and all(
+                    slot.child is not None and slot.child.started() for slot in self._slots)
+            if ready:
+                return True
+            if time.monotonic() > deadline:
+                return False
+            time.sleep(0.05)
+        return True
 
     def _readable(self, device: str) -> list[str]:
         """What a candidate may read besides its scratch folder: the measured-ceilings cache."""

@@ -45,6 +45,14 @@ def die_with_parent() -> None:
         pass
 
 
+READY_FILE = "ready"
+
+
+def say_ready() -> None:
+    """A process started ahead of its job tells the parent it is ready (``Child.started``)."""
+    Path(READY_FILE).touch()
+
+
 def wait_json(path: Path) -> dict[str, Any]:
     """Wait for the parent to write ``path`` (atomically); the parent kills us on timeout.
 
@@ -295,6 +303,7 @@ def main(argv: list[str] | None = None) -> int:
         preimport()
         stamps["imports"] = time.monotonic()
         stamps["warm"] = 1.0
+        say_ready()
         return run_candidate(wait_json(job_path), stamps)
     return run_candidate(json.loads(job_path.read_text()), stamps)
 

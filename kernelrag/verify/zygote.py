@@ -94,6 +94,7 @@ def _child(request: dict) -> None:
             if request.get("device") == "cuda":
                 worker.warm_gpu()
             stamps.update(imports=time.monotonic(), warm=1.0)
+            worker.say_ready()
         code = worker.run_candidate(worker.wait_json(job_path), stamps)
     except BaseException:   # noqa: BLE001 - report anything, then leave without cleanup
         traceback.print_exc()
