@@ -27,7 +27,7 @@ import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from kernelrag.draft.llm import extract_code
 from kernelrag.draft.lower.lowering import lower, variant_choices
@@ -159,15 +159,26 @@ class Loop:
         self.composed: DraftResult | None = None      # the LLM prompt's starting point (see _composed)
 
     # --- steps -------------------------------------------------------------------
+    def _verify_options(self) -> dict[str, Any]:
+        required = self.settings.require_isolation
+        return dict(device=self.device, timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
+                    require_isolation=self.parts.llm is not None if required is None else required,
+                    profile=self.settings.profile)
+
     def _verify(self, candidate: str) -> "Verdict":
         self.cost.verify_calls += 1
-        required = self.settings.require_isolation
-        options = dict(device=self.device, timeout_s=self.settings.verify_timeout_s, cache_dir=self.settings.cache_dir,
-                       require_isolation=self.parts.llm is not None if required is None else required,
-                       profile=self.settings.profile)
         if self.parts.verifier is not None:
-            return self.parts.verifier.verify_source(self.task.source, candidate, **options)
-        return verify_source(self.task.source, candidate, **options)
+            return self.parts.verifier.verify_source(self.task.source, candidate, **self._verify_options())
+        return verify_source(self.task.source, candidate, **self._verify_options())
+
+    def _verify_all(self, candidates: list[str]) -> list["Verdict"]:
+        """Several candidates of this task: side by side through a session's workers (each
+        still timed alone), one after another without one."""
+        verifier = self.parts.verifier
+        if verifier is None or not hasattr(verifier, "verify_sources"):
+            return [self._verify(c) for c in candidates]
+        self.cost.verify_calls += len(candidates)
+        return verifier.verify_sources(self.task.source, candidates, **self._verify_options())
 
     def _add_round(self, r: Round, extra: dict | None = None) -> Round:
         self.rounds.append(r)
@@ -313,6 +324,7 @@ class Loop:
         start = time.perf_counter()
         try:
             found = search_configs(final.draft, final.verdict, self._verify, TuningStore(self.settings.cache_dir),
+                                   verify_all=self._verify_all,
                                    regime=getattr(self.ctx.pattern, "regime", None) or {}, graph=self.parts.graph,
                                    pattern=self.ctx.signature or None, transformations=final.transformations,
                                    top_k=top_k, log_id=self.log_id or "", skill=final.skill)

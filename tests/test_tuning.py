@@ -258,3 +258,23 @@ def test_a_stored_winner_that_fails_again_is_marked_and_the_search_goes_on(tmp_p
     entry = store.get(tuning_key(source, _verdict(5.0), REGIME))
     assert entry["results"][config_id(first.winner)]["status"] == "incorrect"
     assert found.winner is not None and found.winner != first.winner
+
+
+def test_the_search_hands_its_new_configs_to_the_batch_verifier_at_once(tmp_path):
+    """With a session, the configurations go to its workers together (each still timed alone)."""
+    from kernelrag.memory.config_search import search_configs
+    from kernelrag.memory.tuning import source_configs
+
+    source = KERNEL.read_text()
+    configs = source_configs(source)
+    block_ms = {c["BLOCK_M"]: 1.0 + i for i, c in enumerate(configs)}
+    single, batches = FakeVerifier(block_ms), []
+
+    def verify_all(sources):
+        batches.append(len(sources))
+        return [single(s) for s in sources]
+
+    found = search_configs(source, _verdict(5.0), FakeVerifier({}), TuningStore(tmp_path), regime=REGIME,
+                           top_k=3, verify_all=verify_all)
+    assert batches == [3] and len(single.calls) == 3
+    assert found.winner["BLOCK_M"] == min(single.calls, key=block_ms.get)

@@ -192,6 +192,13 @@ class _TakeTurns:
         finally:
             self.lock.acquire()
 
+    def verify_sources(self, *args: Any, **kwargs: Any) -> list:
+        self.lock.release()
+        try:
+            return self.session.verify_sources(*args, **kwargs)
+        finally:
+            self.lock.acquire()
+
 
 def _solve_one(path: Path, args: argparse.Namespace, parts: Parts, device: str, lock: threading.Lock) -> dict:
     t0 = time.perf_counter()

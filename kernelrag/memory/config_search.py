@@ -59,9 +59,12 @@ def searchable(source: str, verdict: Any) -> bool:
 def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], store: TuningStore, *,
                    regime: dict[str, Any], graph: Any = None, pattern: str | None = None,
                    transformations: list[str] | None = None, top_k: int = 4, log_id: str = "",
-                   skill: str | None = None) -> SearchResult:
+                   skill: str | None = None,
+                   verify_all: Callable[[list[str]], list[Any]] | None = None) -> SearchResult:
     """Search the configurations of the verified ``source`` (see the module docstring).
-    ``verify(candidate_source)`` returns the verifier's Verdict on the task."""
+    ``verify(candidate_source)`` returns the verifier's Verdict on the task;
+    ``verify_all(sources)`` the Verdicts of several (a session verifies them side by side,
+    each timed alone), else they are verified one by one."""
     key = tuning_key(source, verdict, regime)
     result = SearchResult(key.id)
     entry = store.get(key) or {}
@@ -81,11 +84,10 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
         result.note = f"stored winner {winner_id} failed when verified again ({again.status}); searched again. "
     ranked = rank_configs(source_configs(source), graph, pattern, key.gpu)
     todo = [c for c in ranked if config_id(c) not in stored][:max(0, top_k)]
-    sources: dict[str, str] = {}
-    for cfg in todo:
+    sources = {config_id(cfg): pinned_source(source, cfg, note=f"tuned: {config_id(cfg)}") for cfg in todo}
+    verdicts = (verify_all or (lambda srcs: [verify(x) for x in srcs]))(list(sources.values()))
+    for cfg, v in zip(todo, verdicts):
         cid = config_id(cfg)
-        sources[cid] = pinned_source(source, cfg, note=f"tuned: {cid}")
-        v = verify(sources[cid])
         result.tried.append((cid, v))
         stored[cid] = {"config": cfg, "date": now_utc(), **_result(v)}
     ok = {cid: r for cid, r in stored.items() if r.get("status") == "ok" and r.get("median_ms")}

@@ -171,10 +171,12 @@ class VerifySession:
                          errors, on_verdict)
 
     def verify_sources(self, task_src: str, candidate_srcs: Iterable[str], *, errors: str = "raise",
-                       on_verdict: Callable[[int, Any], None] | None = None) -> list[Any]:
-        """Candidate sources against one task source (a drafter's round), ``workers`` at a time."""
+                       on_verdict: Callable[[int, Any], None] | None = None, **overrides: Any) -> list[Any]:
+        """Candidate sources against one task source (a drafter's round, a configuration
+        search), ``workers`` at a time; ``overrides``: ``verify`` options for every one."""
         srcs = list(candidate_srcs)
-        return self._map([lambda c=c: self.verify_source(task_src, c) for c in srcs], errors, on_verdict)
+        return self._map([lambda c=c: self.verify_source(task_src, c, **overrides) for c in srcs], errors,
+                         on_verdict)
 
     def _map(self, calls: list[Callable[[], Verdict]], errors: str, on_verdict) -> list[Any]:
         if errors not in ("raise", "return"):
