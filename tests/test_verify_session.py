@@ -272,3 +272,11 @@ def test_a_zygote_whose_children_cannot_use_the_gpu_is_passed_over(monkeypatch):
     assert P.zygotes_enabled("cuda")
     assert not P.Zygote("cuda").ready
     assert not P.zygotes_enabled("cuda") and P.zygotes_enabled("cpu")
+
+
+def test_a_cached_compile_figure_says_where_the_baselines_time_went():
+    v = Verdict(kernel_ms=Timing(1.0, 0.0, 100), eager_ms=Timing(4.0, 0.1, 100))
+    _cached_compile(v, {"compile": {"median_ms": 2.0, "iqr_ms": 0.2, "trials": 100},
+                        "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}, "measured_s": 61.0,
+                        "stages_s": {"queued": 30.5, "compile_step": 25.0, "timing": 1.5}})
+    assert "the baseline took 61.0 s (queued 30.5 s, compile step 25.0 s, timing 1.5 s)" in v.compile_source

@@ -88,18 +88,25 @@ class Baselines:
             return {k: dict(e.result) for k, e in self._entries.items() if e.done.is_set() and e.result}
 
     def _measure(self, entry: _Entry, source: str, seed: int, tolerance: Any) -> None:
-        ref, healthy, result = None, False, {}
+        ref, healthy, result, stamps = None, False, {}, {}
         try:
             with self._compiles:
+                stamps["queued"] = time.monotonic() - entry.started
+                t0 = time.monotonic()
                 ref = self._take_ref()
+                stamps["reference_process"] = time.monotonic() - t0
+                t0 = time.monotonic()
                 compiled = self._compile(ref, source, seed, tolerance)
+                stamps["compile_step"] = time.monotonic() - t0
             if compiled is None:
                 result = {"compile": None, "error": f"the reference process gave no compiled baseline "
                                                     f"({ref.describe()})"}
             elif not compiled.get("compiled"):
                 result, healthy = _strip(compiled), True
             else:
+                t0 = time.monotonic()
                 self.gate.exclusive()
+                stamps["gpu_wait"] = time.monotonic() - t0
                 t0 = time.monotonic()
                 try:
                     ref.send({"cmd": "baseline_time", "iters": 100})
@@ -111,7 +118,7 @@ class Baselines:
                 healthy = timed is not None
                 result = _strip(timed) if timed is not None else {
                     "compile": None, "error": "the reference process gave no torch.compile baseline"}
-                result["exclusive_s"] = time.monotonic() - t0
+                result["exclusive_s"] = stamps["timing"] = time.monotonic() - t0
                 result.setdefault("seconds", {}).update(compile=(compiled.get("seconds") or {}).get("compile"))
         except Exception as exc:   # noqa: BLE001 - candidates are then timed without a compile figure
             result = {"compile": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
@@ -119,6 +126,7 @@ class Baselines:
             if ref is not None:
                 self._give_ref(ref, healthy)
             result["measured_s"] = time.monotonic() - entry.started
+            result["stages_s"] = {k: round(v, 2) for k, v in stamps.items()}
             entry.result = result
             entry.done.set()
 

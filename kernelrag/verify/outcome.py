@@ -239,6 +239,10 @@ def _cached_compile(v: Verdict, baseline: dict) -> None:
     v.compile_source = (f"cached: measured once for this task in a reference process ({compile_ms.trials} calls "
                         f"interleaved with eager, {compile_ms.median_ms:.4g} ms vs eager {eager_then.median_ms:.4g} ms), "
                         f"scaled by eager's drift since (x{drift:.3f})")
+    stages = baseline.get("stages_s") or {}
+    if isinstance(stages, dict) and isinstance(baseline.get("measured_s"), (int, float)):
+        parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in stages.items() if isinstance(v, (int, float)))
+        v.compile_source += f"; the baseline took {baseline['measured_s']:.1f} s ({parts})"
     if abs(drift - 1.0) > 0.1:
         v.warnings.append(f"eager PyTorch ran x{drift:.2f} its time at the torch.compile baseline's measurement: "
                           "the GPU's state changed; the compile speedup is less certain")
