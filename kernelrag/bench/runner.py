@@ -217,7 +217,8 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                parts: Parts, device: str, session: VerifySession | None = None) -> int:
     """Each task not yet in ``results`` through the loop, ``args.parallel`` at a time; the
     results file is rewritten after each. Tasks are started while the budget allows one
-    more typical task (``_typical_s``); the baseline of the next task is compiled ahead."""
+    more typical task (``_typical_s``); the baselines of the next ``parallel`` tasks are
+    compiled ahead."""
     start, walls = time.perf_counter(), []
     todo = [t for t in tasks if t.stem not in results["tasks"]]
     print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time, results -> {results_path}",
@@ -238,8 +239,9 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                     stopped = True
                     break
                 path = queue.pop(0)
-                if session is not None and queue:
-                    session.prefetch(queue[0].read_text())
+                if session is not None:       # the next tasks' baselines compile while these run
+                    for ahead in queue[:max(1, args.parallel)]:
+                        session.prefetch(ahead.read_text())
                 pending[pool.submit(_solve_one, path, args, task_parts, device, lock)] = path
             if not pending:
                 break
