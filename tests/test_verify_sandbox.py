@@ -244,3 +244,62 @@ def test_output_under_the_cap_is_kept_whole_even_across_reopening(tmp_path):
     assert capture.tail("stderr.txt", 9) == "reopened\n"
     capture.stop()
     assert capture.broken is None and (keep / "stderr.txt").stat().st_size == (2 << 20) + 9
+
+
+RESIDENT_HOARD = '''"""Holds 2.5 GiB of resident host memory (written, kept across calls) in forward."""
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.hoard = []
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if not self.hoard:
+            self.hoard.append(torch.ones(640 * 1024**2, dtype=torch.float32))
+        y = torch.empty_like(x)
+        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
+        return y
+'''
+
+
+def test_resident_host_memory_over_the_cap_is_killed_and_reported(monkeypatch, tmp_path):
+    """The cap RLIMIT_AS cannot give on a GPU: resident memory of the candidate's process
+    group, watched from outside it (by its zygote, or by the parent for a new interpreter).
+    The cap is lowered to 1.5 GiB here; the kernel holds 2.5 GiB."""
+    from kernelrag.verify import processes
+
+    monkeypatch.setattr(isolation, "host_rss_bytes", lambda device: 1536 << 20)
+    hoard = tmp_path / "resident_hoard.py"
+    hoard.write_text(RESIDENT_HOARD)
+    for zygotes in (True, False):
+        monkeypatch.setattr(processes, "zygotes_enabled", lambda device=None, on=zygotes: on)
+        v = verify(RELU_TASK, hoard, device="cpu", trials=3)
+        assert v.status == "rejected" and "resident host memory" in v.reason, (zygotes, v.reason)
+
+
+def test_the_resident_memory_of_a_process_group_is_counted(tmp_path):
+    import subprocess
+    import sys
+
+    from kernelrag.verify.jail import group_rss_bytes
+
+    code = "import time; b = bytearray(300 * 2**20); b[::4096] = b'x' * len(b[::4096]); print('ok', flush=True); time.sleep(30)"
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, start_new_session=True)
+    try:
+        assert proc.stdout.readline().strip() == b"ok"
+        assert group_rss_bytes(proc.pid) > 300 * 2**20
+    finally:
+        proc.kill()
+        proc.wait()
+    assert group_rss_bytes(proc.pid) == 0

@@ -48,6 +48,20 @@ FSIZE_BYTES = {"cpu": 256 << 20, "cuda": 4 << 30}
 CANDIDATE_CPU_S = 1800
 HOST_MEMORY_BYTES = {"cpu": 8 << 30}   # RLIMIT_AS; not on CUDA, whose runtime reserves huge address ranges
 
+
+def host_rss_bytes(device: str) -> int:
+    """The cap on a candidate's resident host memory (its whole process group), watched from
+    outside it (``jail.group_rss_bytes``): what RLIMIT_AS cannot do on a GPU. 8 GiB on a CPU
+    (as the address-space cap), on a GPU host a quarter of its memory, 4-32 GiB."""
+    if device != "cuda":
+        return HOST_MEMORY_BYTES["cpu"]
+    try:
+        physical = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    except (ValueError, OSError):
+        physical = 64 << 30
+    return max(4 << 30, min(32 << 30, physical // 4))
+
+
 ENV_NAMES = {"PATH", "LANG", "LANGUAGE", "LC_ALL", "LC_CTYPE", "TZ", "LD_LIBRARY_PATH", "OMP_NUM_THREADS",
              "MKL_NUM_THREADS", "HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"}
 ENV_PREFIXES = ("CUDA_", "TRITON_", "TORCH_", "NVIDIA_", "KERNELRAG_VERIFY_")

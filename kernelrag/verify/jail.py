@@ -58,6 +58,26 @@ def mount(source: str | None, target: str, fstype: str | None, flags: int, data:
            f"mount {source} on {target}")
 
 
+def group_rss_bytes(pgid: int, proc: str = "/proc") -> int:
+    """Resident host memory of every process in process group ``pgid``, as ``proc`` (this
+    process's PID namespace) numbers them. Address space is no measure on a GPU: the CUDA
+    runtime reserves terabytes of it, so the cap there is on what is resident."""
+    page, total = os.sysconf("SC_PAGE_SIZE"), 0
+    for name in os.listdir(proc):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{proc}/{name}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            if int(fields[2]) != pgid:            # state, ppid, pgrp after the command name
+                continue
+            with open(f"{proc}/{name}/statm") as f:
+                total += int(f.read().split()[1]) * page
+        except (OSError, IndexError, ValueError):
+            continue                               # ended while we looked
+    return total
+
+
 def unshare(flags: int) -> None:
     _check(_libc.unshare(ctypes.c_int(flags)), "unshare")
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelrag.verify import isolation
+from kernelrag.verify.jail import group_rss_bytes
 
 MARK = "@@kernelrag "
 PACKAGE_ROOT = Path(__file__).resolve().parents[2]
@@ -148,6 +149,7 @@ class Zygote(Server):
 
     def __init__(self, device: str = "cpu"):
         self._exits: dict[int, int] = {}
+        self._over: dict[int, int] = {}          # child -> resident bytes it was killed at
         self._forked: dict[int, int] = {}
         self._cond = threading.Condition()
         self._ids = itertools.count()
@@ -168,6 +170,8 @@ class Zygote(Server):
                 self.messages.put(message)
             elif "exited" in message:
                 self._exits[message["exited"]] = message["code"]
+                if message.get("rss_bytes"):
+                    self._over[message["exited"]] = int(message["rss_bytes"])
             elif "pid" in message:
                 self._forked[message["id"]] = message["pid"]
             self._cond.notify_all()
@@ -178,11 +182,16 @@ class Zygote(Server):
         self.send({"id": rid, "job": str(job_path), "device": self.device, "cwd": str(cwd),
                    "stdout": str(cwd / "stdout.txt"),
                    "stderr": str(cwd / "stderr.txt"), "isolate": iso.active, "switch_uid": iso.switch_uid,
-                   "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES[self.device]})
+                   "base": str(isolation.exchange_base()), "tmp_bytes": isolation.TMP_BYTES[self.device],
+                   "rss_bytes": isolation.host_rss_bytes(self.device)})
         with self._cond:
             self._cond.wait_for(lambda: rid in self._forked or not self.alive(), timeout=30.0)
             pid = self._forked.pop(rid, None)
         return None if pid is None else Child(cwd, pid=pid, zygote=self)
+
+    def killed_over_memory(self, pid: int) -> int | None:
+        with self._cond:
+            return self._over.get(pid)
 
     def exit_code(self, pid: int, timeout: float = 0.0) -> int | None:
         with self._cond:
@@ -198,6 +207,7 @@ class Child:
                  zygote: Zygote | None = None):
         self.cwd, self.popen, self.zygote = cwd, popen, zygote
         self.pid = popen.pid if popen is not None else pid
+        self.rss_over = 0                         # resident bytes it was killed at, over its cap
         self._lock = threading.Lock()             # the scratch watch may kill from its thread
 
     @classmethod
@@ -208,6 +218,21 @@ class Child:
                             stdin=subprocess.DEVNULL,
                             stdout=out, stderr=err)
         return cls(cwd, popen=popen)
+
+    def memory_breach(self, device: str) -> str | None:
+        """Why the candidate was killed for its resident host memory, if it was: by its
+        zygote, or (a new interpreter) when this finds its process group over the cap."""
+        cap = isolation.host_rss_bytes(device)
+        if self.popen is not None and self.popen.poll() is None:
+            rss = group_rss_bytes(self.pid)
+            if rss > cap:
+                self.rss_over = max(self.rss_over, rss)
+        elif isinstance(self.zygote, Zygote):
+            self.rss_over = self.zygote.killed_over_memory(self.pid) or self.rss_over
+        if not self.rss_over:
+            return None
+        return (f"the candidate held {self.rss_over / 2**30:.1f} GiB of resident host memory "
+                f"(cap {cap / 2**30:.0f} GiB) and was killed")
 
     def started(self) -> bool:
         """A process started ahead of its job has done its imports (and on a GPU made its
@@ -239,6 +264,7 @@ class Child:
             self.popen.wait()
         else:
             exited = self.zygote.exit_code(self.pid, timeout=10.0) is not None
+            self.rss_over = self.zygote.killed_over_memory(self.pid) or self.rss_over
             zygote, self.zygote = self.zygote, _Dead()
             give_back(zygote.key, zygote, healthy=exited)
 

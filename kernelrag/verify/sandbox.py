@@ -184,7 +184,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         cand = spawn_candidate(scratch / "job.json", scratch, job.device,
                                readable=[job.cache_dir] if job.cache_dir else [])
     slot.output.on_cap = cand.kill
-    watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device])
+    watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], job.device)
     healthy = False
     try:
         held.shared()
@@ -244,7 +244,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         watch.stop()
         cand.kill()
         slot.output.stop()
-        s.limit = slot.output.broken or watch.broken
+        s.limit = slot.output.broken or watch.broken or cand.memory_breach(job.device)
         if s.limit:
             s.stderr = slot.output.tail()
         held.release()
@@ -308,18 +308,21 @@ def _all_passed(s: Session) -> bool:
 
 class _Watch:
     """Kills the candidate when its exchange folder outgrows its cap (its stdout and stderr
-    have their own, in ``capture``)."""
+    have their own, in ``capture``) or its resident host memory does (every tenth look)."""
 
-    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, period_s: float = 0.02):
+    def __init__(self, cand: Any, scratch: Path, scratch_bytes: int, device: str, period_s: float = 0.02):
         self.cand, self.scratch, self.scratch_bytes, self.period_s = cand, scratch, scratch_bytes, period_s
+        self.device = device
         self.broken: str | None = None
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
+        looks = 0
         while not self._stop.wait(self.period_s):
-            broken = self.check()
+            looks += 1
+            broken = self.check() or (self.cand.memory_breach(self.device) if looks % 10 == 0 else None)
             if broken:
                 self.broken = broken
                 self.cand.kill()

@@ -16,8 +16,11 @@ not survive ``fork``); each child creates its own context and Triton driver. On 
 runs with ``TRITON_INTERPRET=1``.
 
 Protocol on stdin/stdout (JSON lines; output lines start with ``@@kernelrag``):
-``{"id", "job", "cwd", "stdout", "stderr"}`` -> ``{"id", "pid"}``; whenever a child
-ends: ``{"exited": pid, "code": exit code, negative for a signal}``.
+``{"id", "job", "cwd", "stdout", "stderr", "rss_bytes"}`` -> ``{"id", "pid"}``; whenever a
+child ends: ``{"exited": pid, "code": exit code, negative for a signal, "rss_bytes": the
+resident bytes it was killed at, when it went over its cap}``. The zygote watches each
+child's resident host memory (``rss_bytes`` caps its process group; RLIMIT_AS cannot on a
+GPU, where the CUDA runtime reserves terabytes of address space).
 """
 from __future__ import annotations
 
@@ -39,6 +42,11 @@ def _send(message: dict) -> None:
     os.write(1, (MARK + json.dumps(message) + "\n").encode())
 
 
+RSS_PERIOD_S = 0.2
+_CAPS: dict[int, int] = {}        # live child -> cap on its group's resident memory, bytes
+_OVER: dict[int, int] = {}        # child killed over its cap -> the resident bytes seen
+
+
 def _reap() -> None:
     while True:
         try:
@@ -47,7 +55,21 @@ def _reap() -> None:
             return
         if pid == 0:
             return
-        _send({"exited": pid, "code": os.waitstatus_to_exitcode(status)})
+        _CAPS.pop(pid, None)
+        _send({"exited": pid, "code": os.waitstatus_to_exitcode(status), "rss_bytes": _OVER.pop(pid, None)})
+
+
+def _watch_memory() -> None:
+    """Kill a child whose process group holds more resident host memory than its cap
+    (RLIMIT_AS is unusable with CUDA); its exit report says so."""
+    for pid, cap in list(_CAPS.items()):
+        rss = jail.group_rss_bytes(pid)
+        if cap and rss > cap and pid not in _OVER:
+            _OVER[pid] = rss
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _isolate(request: dict) -> None:
@@ -138,10 +160,13 @@ def serve() -> int:
     worker.die_with_parent()
     cuda = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
     _send({"ready": True, "fork_cuda": _children_get_cuda() if cuda else None})
-    buffer = b""
+    buffer, watched = b"", time.monotonic()
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
         _reap()
+        if time.monotonic() - watched > RSS_PERIOD_S:
+            _watch_memory()
+            watched = time.monotonic()
         if not readable:
             continue
         chunk = os.read(0, 65536)
@@ -160,6 +185,7 @@ def serve() -> int:
             pid = os.fork()
             if pid == 0:
                 _child(request)
+            _CAPS[pid] = int(request.get("rss_bytes") or 0)
             _send({"id": request["id"], "pid": pid})
 
 
