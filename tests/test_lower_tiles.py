@@ -25,8 +25,8 @@ def cdiv(a, b):
 def test_conv_tiles_follow_the_problem_shape():
     pick = picker("CONV_TILES")
     # conv2d_bias_relu on the H200: M = 32 * 128 * 128, N = 128 output channels, K = 128 * 9
-    assert pick(True, 32 * 128 * 128, 128, 128 * 9) == (128, 128, 32, 8, 3)
-    assert pick(True, 32 * 128 * 128, 64, 64 * 9) == (128, 64, 32, 4, 3)
+    assert pick(True, 32 * 128 * 128, 128, 128 * 9) == (128, 128, 32, 8, 4)
+    assert pick(True, 32 * 128 * 128, 64, 64 * 9) == (128, 64, 32, 4, 4)
     assert pick(True, 4096, 32, 27)[:2] == (64, 64)
     assert pick(True, 100, 8, 9)[:2] == (32, 32)
     assert pick(False, 32 * 128 * 128, 128, 1152) == pick(False, 10, 1, 1)     # the interpreter: one tile
