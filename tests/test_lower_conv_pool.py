@@ -161,6 +161,24 @@ def test_conv_bias_relu_residual_epilogue():
     assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
 
 
+@pytest.mark.parametrize("direct", [False, True])
+def test_per_channel_and_full_extras_both_load_right(direct):
+    """A bias (channels only: one vector load per tile), a per-image channel scale (varies
+    along the batch too: the direct kernel still loads it as a vector, the GEMM as a tile)
+    and a residual (a full tile) in one epilogue."""
+    torch.manual_seed(3)
+    epilogue = steps_code((Step("add", ("acc", "e0")), Step("mul", ("acc", "e1")), Step("add", ("acc", "e2"))))
+    spec = ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1), groups=4 if direct else 1, epilogue=epilogue, n_extra=3)
+    rendered = (render_direct_conv if direct else render_conv)(spec)
+    assert "E0_CH: tl.constexpr" in rendered.source
+    x, w = torch.randn(2, 8, 7, 9), torch.randn(8, 2 if direct else 8, 3, 3)
+    b, scale, res = torch.randn(8), torch.randn(2, 8, 1, 1), torch.randn(2, 8, 7, 9)
+    conv = CONV[2](x.double(), w.double(), b.double(), 1, 1, 1, 4 if direct else 1)
+    ref = conv * scale.double() + res.double()
+    out = load(rendered)(x, w, b.view(8, 1, 1), scale, res)
+    assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
 def test_conv_rejects_mismatched_weight():
     conv = load(render_conv(ConvSpec(2, (3, 3), (1, 1), (0, 0), (1, 1), groups=2)))
     with pytest.raises(ValueError, match="does not fit weight"):

@@ -25,8 +25,8 @@ def cdiv(a, b):
 def test_conv_tiles_follow_the_problem_shape():
     pick = picker("CONV_TILES")
     # conv2d_bias_relu on the H200: M = 32 * 128 * 128, N = 128 output channels, K = 128 * 9
-    assert pick(True, 32 * 128 * 128, 128, 128 * 9) == (128, 128, 32, 8, 3)
-    assert pick(True, 32 * 128 * 128, 64, 64 * 9) == (128, 64, 32, 4, 3)
+    assert pick(True, 32 * 128 * 128, 128, 128 * 9) == (128, 128, 32, 8, 4)
+    assert pick(True, 32 * 128 * 128, 64, 64 * 9) == (128, 64, 32, 4, 4)
     assert pick(True, 4096, 32, 27)[:2] == (64, 64)
     assert pick(True, 100, 8, 9)[:2] == (32, 32)
     assert pick(False, 32 * 128 * 128, 128, 1152) == pick(False, 10, 1, 1)     # the interpreter: one tile
@@ -72,3 +72,12 @@ def test_which_convolutions_go_direct():
     assert tiles.direct_fits(4, 36)           # 4 output channels per group
     assert not tiles.direct_fits(128, 9 * 128)
     assert not tiles.direct_fits(64, 27)      # an RGB stem: 64 output channels, K = 3 * 9
+
+
+def test_which_conv_variants_are_refused_by_shape():
+    assert "padding" in tiles.refused_variant("implicit_gemm", 1, 4)       # depthwise conv1d, kernel 4
+    assert tiles.refused_variant("direct", 1, 4) is None
+    assert "CUDA cores" in tiles.refused_variant("direct", 128, 9 * 128)   # 3x3 over 128 channels
+    assert tiles.refused_variant("implicit_gemm", 128, 9 * 128) is None
+    assert tiles.refused_variant("direct", 32, 27) is None                 # an RGB stem: both offered
+    assert tiles.refused_variant("implicit_gemm", 32, 27) is None

@@ -119,26 +119,41 @@ def launcher_sizes(spec: ConvSpec, name: str) -> str:
             f"        CR, O = [r.start for r in kept], [len(r) for r in kept]\n")
 
 
-def extras_code(spec: ConvSpec, rows: str, cols: str, pos: list[str], mask: str) -> str:
+def extras_code(spec: ConvSpec, rows: str, cols: str, pos: list[str], mask: str, chan: tuple[str, str, str]) -> str:
     """Loads of the epilogue's extra tensors at the tile (rows/cols index expressions), then
-    the epilogue lines."""
+    the epilogue lines. ``chan`` = (offset with ``{i}`` for the extra's number, mask, broadcast)
+    loads an extra that varies along channels only (``E{i}_CH``, set by the launcher from its
+    strides: a bias, a batch norm's scale) as one vector per tile instead of a full tile of
+    stride-0 gathers: one load per channel, not per output, and no per-element address."""
     D = spec.dims
     out = ""
+    offset, chan_mask, bcast = chan
     for i in range(spec.n_extra):
         at = " + ".join(f"{pos[d]}.to(tl.int64) * s_e{i}_{d + 2}" for d in range(D))
-        out += (f"    e{i} = tl.load(e{i}_ptr + {rows}.to(tl.int64) * s_e{i}_0 + {cols}.to(tl.int64) * s_e{i}_1"
+        out += (f"    if E{i}_CH:\n"
+                f"        e{i} = tl.load(e{i}_ptr + {offset.format(i=i)}, mask={chan_mask}, other=0.0)"
+                f".to(tl.float32){bcast}\n"
+                f"    else:\n"
+                f"        e{i} = tl.load(e{i}_ptr + {rows}.to(tl.int64) * s_e{i}_0 + {cols}.to(tl.int64) * s_e{i}_1"
                 f" + {at}, mask={mask}, other=0.0).to(tl.float32)\n")
     return out + "".join(f"    {line}\n" for line in spec.epilogue.splitlines() if line.strip())
 
 
 def extra_params(spec: ConvSpec) -> tuple[str, str]:
-    """(pointer argument lines, stride argument lines) of the extra tensors."""
+    """(pointer argument lines, stride and per-channel flag argument lines) of the extra tensors."""
     D = spec.dims
     args = "".join(f"    e{i}_ptr,  # extra epilogue tensor {i}, broadcast to the output through its strides\n"
                    for i in range(spec.n_extra))
     strides = "".join(f"    {', '.join(f's_e{i}_{j}' for j in range(D + 2))},  # element strides of e{i}\n"
                       for i in range(spec.n_extra))
+    strides += "".join(f"    E{i}_CH: tl.constexpr,  # e{i} varies along channels only: one vector load\n"
+                       for i in range(spec.n_extra))   # after every stride: the strides are passed by position
     return args, strides
+
+
+def extra_flags(fixed_dims: str) -> str:
+    """Launcher line: ``e_ch``, the E{i}_CH keyword arguments (stride 0 along ``fixed_dims``)."""
+    return f"    e_ch = {{f\"E{{i}}_CH\": all(e.stride(d) == 0 for d in {fixed_dims}) for i, e in enumerate(extras)}}\n"
 
 
 _PHASE_WEIGHT = '''@triton.jit
@@ -270,7 +285,8 @@ def _kernel(spec: ConvSpec) -> str:
              "    co = g * Fg + offs_n  # absolute output channel\n"
              "    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + "
              + " + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)) + "\n")
-    body += extras_code(spec, "n_idx[:, None]", "co[None, :]", [f"o{i}[:, None]" for i in range(D)], "out_ok")
+    body += extras_code(spec, "n_idx[:, None]", "co[None, :]", [f"o{i}[:, None]" for i in range(D)], "out_ok",
+                        ("co.to(tl.int64) * s_e{i}_1", "n_ok", "[None, :]"))
     body += "    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)\n"
     return head + body
 
@@ -313,6 +329,7 @@ def _launcher(spec: ConvSpec) -> str:
     text += (f"    y = torch.empty((Nb, Fg * G, *O), device=x.device, dtype=x.dtype)\n"
              f"    extras = [e.expand(y.shape) for e in ({''.join(f'{e}, ' for e in extras)})]\n"
              "    e_st = [s for e in extras for s in e.stride()]\n"
+             + extra_flags("[0] + list(range(2, D + 2))") +
              "    if precision is None:\n"
              "        precision = (\"tf32x3\" if x.is_cuda else \"ieee\") if x.dtype == torch.float32 else \"tf32\"\n"
              "    BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,\n"
@@ -324,7 +341,7 @@ def _launcher(spec: ConvSpec) -> str:
              f"        x, wg, y, {''.join(f'extras[{i}], ' for i in range(spec.n_extra))}Nb, M, G, Fg, K, Cg, "
              "*L, *O, *CR, *x.stride(), *y.stride(), *e_st,\n"
              f"        {consts},\n"
-             "        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages)\n"
+             "        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages, **e_ch)\n"
              "    return y\n")
     return text
 

@@ -25,7 +25,7 @@ tile before its one store, as in the implicit GEMM's epilogue. The tile comes fr
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.conv import ConvSpec, extra_params, extras_code, launcher_sizes, spatial
+from kernelrag.draft.lower.conv import ConvSpec, extra_flags, extra_params, extras_code, launcher_sizes, spatial
 from kernelrag.draft.lower.gemm_spec import Rendered, rendered
 from kernelrag.draft.lower.tiles import DIRECT_TILES, PICK_TILE, table_source
 
@@ -85,7 +85,8 @@ def _kernel(spec: ConvSpec) -> str:
              f"{ind}xv = tl.load(x_c + ({at})[None, :], mask=c_ok[:, None] & ok{D - 1}[None, :], other=0.0)\n"
              f"{ind}acc += wv[:, None] * xv.to(tl.float32)\n")
     body += "    out_ok = c_ok[:, None] & p_ok[None, :]\n"
-    body += extras_code(spec, "n", "co[:, None]", [f"o{i}[None, :]" for i in range(D)], "out_ok")
+    body += extras_code(spec, "n", "co[:, None]", [f"o{i}[None, :]" for i in range(D)], "out_ok",
+                        ("n.to(tl.int64) * s_e{i}_0 + co.to(tl.int64) * s_e{i}_1", "c_ok", "[:, None]"))
     body += ("    # the output is allocated contiguous: the flattened position is its offset in a plane\n"
              "    y_off = (n.to(tl.int64) * C_out + co[:, None]) * P_total + offs_p[None, :]\n"
              "    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)\n")
@@ -107,6 +108,7 @@ def _launcher(spec: ConvSpec) -> str:
             "    y = torch.empty((Nb, C_out, *O), device=x.device, dtype=x.dtype)\n"
             f"    extras = [e.expand(y.shape) for e in ({''.join(f'{e}, ' for e in extras)})]\n"
             "    e_st = [s for e in extras for s in e.stride()]\n"
+            + extra_flags("range(2, D + 2)") +
             "    P_total = 1\n"
             "    for o in O:\n"
             "        P_total *= o\n"
@@ -117,7 +119,7 @@ def _launcher(spec: ConvSpec) -> str:
             f"    {name}_direct_kernel[grid](\n"
             f"        x, w, y, {''.join(f'extras[{i}], ' for i in range(spec.n_extra))}C_out, Fg, Cg, P_total, "
             "*L, *O, *CR, *x.stride(), *e_st,\n"
-            f"        {consts}, BLOCK_C=BC, BLOCK_P=BP, num_warps=warps)\n"
+            f"        {consts}, BLOCK_C=BC, BLOCK_P=BP, num_warps=warps, **e_ch)\n"
             "    return y\n")
 
 

@@ -16,10 +16,15 @@ from __future__ import annotations
 
 # GEMM of a convolution (one group): M = N * output positions, N = output channels per
 # group, K = input channels per group * kernel taps. Large output-channel counts take
-# the 128-wide tile so the gathered input tile is loaded once per output tile row.
+# the 128-wide tile so the gathered input tile is loaded once per output tile row. The
+# gathered A tile arrives as 4-byte cp.async (masked, misaligned per tap), so its latency is
+# hidden by stages in flight: the two large tiles are register-bound to 1 (8 warps, 222-250
+# regs) or 2 (4 warps, 234 regs) CTAs per SM in the sm_90 compile, where 3 stages used 98 KB
+# (64 KB) of the 228 KB of shared memory; a 4th stage (131 KB, 90 KB) costs no occupancy and
+# no registers (same counts, 0 spills).
 CONV_TILES = (
-    dict(cuda=True, min_m=16384, min_n=128, min_k=128, min_programs=0, tile=(128, 128, 32, 8, 3)),
-    dict(cuda=True, min_m=16384, min_n=64, min_k=0, min_programs=0, tile=(128, 64, 32, 4, 3)),
+    dict(cuda=True, min_m=16384, min_n=128, min_k=128, min_programs=0, tile=(128, 128, 32, 8, 4)),
+    dict(cuda=True, min_m=16384, min_n=64, min_k=0, min_programs=0, tile=(128, 64, 32, 4, 4)),
     dict(cuda=True, min_m=16384, min_n=0, min_k=0, min_programs=0, tile=(128, 32, 32, 4, 3)),
     dict(cuda=True, min_m=2048, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
     dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 32, 4, 2)),
@@ -50,6 +55,14 @@ DIRECT_TILES = (
 # of every tl.dot (a depthwise 3x3 conv uses 1 of 16 columns and 9 of 16 K lanes).
 DIRECT_BELOW = dict(out_channels_per_group=16, gemm_k=16)
 
+# Which variants may run at all, whatever the graph's evidence ranks first: the evidence is
+# per pattern, these costs are per shape. Below DIRECT_BELOW the implicit GEMM is refused
+# (a depthwise conv1d, kernel 4, padded to 16x16x16 dots did 64x the useful MMA work and
+# ran at 0.16x torch.compile on an H200, 2026-12-01). Past ``gemm_k`` terms per output the
+# direct kernel is refused: every term is a CUDA-core FMA and a load (a 3x3 conv over 128
+# channels, K = 1152, is compute-bound on tensor cores); between the two both stay offered.
+DIRECT_UP_TO = dict(gemm_k=64)
+
 PICK_TILE = '''def pick_tile(rules, cuda, M, N, K, programs):
     """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the first rule whose minimums
     hold; ``programs(BM, BN)`` counts the programs a tile would launch."""
@@ -73,3 +86,15 @@ def direct_fits(out_channels_per_group: int, gemm_k: int) -> bool:
     """True when a convolution with these GEMM sizes should take the direct variant."""
     return (out_channels_per_group < DIRECT_BELOW["out_channels_per_group"]
             or gemm_k < DIRECT_BELOW["gemm_k"])
+
+
+def refused_variant(variant: str, out_channels_per_group: int, gemm_k: int) -> str | None:
+    """Why a convolution with these GEMM sizes must not take ``variant``, or None."""
+    if variant == "implicit_gemm" and direct_fits(out_channels_per_group, gemm_k):
+        return (f"the group GEMM ({out_channels_per_group} output channels, K = {gemm_k}) is below one 16-wide "
+                "tensor-core step: the implicit GEMM would be mostly padding; use the direct variant")
+    if variant == "direct" and not direct_fits(out_channels_per_group, gemm_k) \
+            and gemm_k > DIRECT_UP_TO["gemm_k"]:
+        return (f"K = {gemm_k} terms per output (> {DIRECT_UP_TO['gemm_k']}) on CUDA cores: the direct kernel is "
+                "compute-bound where the implicit GEMM runs on tensor cores; use implicit_gemm")
+    return None

@@ -13,7 +13,10 @@ it and start the next region.
 Variants of the convolution: ``implicit_gemm`` (tl.dot, 3xTF32 on CUDA for fp32) and
 ``direct`` (no tl.dot). The default is ``direct`` when the group's GEMM is narrower
 than one 16-wide tensor-core step (``tiles.direct_fits``: a depthwise conv), else
-``implicit_gemm``; the other stays a combination the graph's evidence can rank first.
+``implicit_gemm``. Where the shape makes one of them hopeless (``tiles.refused_variant``:
+a tl.dot that is mostly padding, or hundreds of CUDA-core FMAs per output) it is
+unavailable, so the graph's evidence (per pattern, not per shape) cannot rank it first;
+in between, the other stays a combination the evidence can rank first.
 """
 from __future__ import annotations
 
@@ -25,7 +28,7 @@ from kernelrag.draft.lower.ir import FLOAT, Graph, Node
 from kernelrag.draft.lower.pool import PoolSpec, render_global_pool, render_pool
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates.gemm import epilogue_text, fits, wrapper
-from kernelrag.draft.lower.tiles import direct_fits
+from kernelrag.draft.lower.tiles import direct_fits, refused_variant
 
 
 def _outside_value(graph: Graph, i: int, domain: tuple[int, ...]) -> bool:
@@ -105,6 +108,10 @@ class ConvTemplate(_AnchoredTemplate):
     def default_variant(self, graph: Graph, region: Region) -> str:
         cg, fg, taps = group_gemm(graph, graph[region.state["anchor"]])
         return "direct" if direct_fits(fg, cg * taps) else "implicit_gemm"
+
+    def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
+        cg, fg, taps = group_gemm(graph, graph[region.state["anchor"]])
+        return super().unavailable(graph, region, variant) or refused_variant(variant, fg, cg * taps)
 
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
         node = graph[region.state["anchor"]]
