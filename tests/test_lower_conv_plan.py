@@ -155,13 +155,18 @@ def test_global_pool_then_linear():
 
 def test_fp32_gemm_variants_name_the_dot_precision():
     source = (SUITE / "bmm.py").read_text()
-    assert variant_choices(source) == [("tf32x3",), ("ieee",)]
+    assert variant_choices(source) == [("tf32x3",), ("bf16x6",), ("ieee",)]   # the slow exact path last
     fast, exact = lower(source, "bmm"), lower(source, "bmm", ("ieee",))
     assert "[tf32x3]" in fast.reason and {"tf32x3", "k_major_operands"} <= set(fast.transformations)
     assert '("tf32x3" if cuda else "ieee") if fp32 else "tf32"' in fast.source
     assert "[ieee]" in exact.reason and "ieee_fp32_dot" in exact.transformations
     assert "tf32x3" not in exact.transformations and 'precision = "ieee" if fp32 else "tf32"' in exact.source
     check(source, "bmm_ieee", ("ieee",))
+    split = lower(source, "bmm", ("bf16x6",))
+    assert "[bf16x6]" in split.reason and {"bf16x6", "compensated_summation"} <= set(split.transformations)
+    assert "k_major_operands" not in split.transformations     # bf16 wgmma reads either major
+    assert '("bf16x6" if cuda else "ieee") if fp32 else "tf32"' in split.source
+    check(source, "bmm_bf16x6", ("bf16x6",))           # the interpreter runs its ieee branch
     bf16 = (SUITE / "matmul_bf16.py").read_text()
     assert variant_choices(bf16) == [("tensor_cores",)]
     assert "tf32x3" not in lower(bf16, "mm").transformations

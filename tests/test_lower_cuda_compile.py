@@ -120,3 +120,32 @@ def test_a_loop_carried_type_change_is_caught(tmp_path):
     results = compile_launches([(str(tmp_path / "broken.py"), launches)])
     assert results and not results[0]["ok"]
     assert "Loop-carried variable rest" in results[0]["error"], results[0]["error"]
+
+
+def _tile_launch(dtype: str, precision: str, tile: tuple) -> dict:
+    """A launch of the GEMM template's tile kernel at 4096^3 (A [M, K], B^T-major [K, N] strides)."""
+    bm, bn, bk, warps, stages = tile
+    t, size = {"tensor": dtype}, 4096
+    args = [t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
+    return {"kernel": "mm_kernel", "args": args,
+            "kwargs": dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1, PRECISION=precision,
+                           num_warps=warps, num_stages=stages)}
+
+
+@pytest.mark.slow
+def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
+    """Each CUDA row of the GEMM tile tables compiles for sm_90 on the path that picks it (the
+    interpreter never runs them: its rows are the CPU ones), bf16x6's helper included."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kernelrag.draft.lower import tiles
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    path = tmp_path / "mm_tiles.py"
+    path.write_text(render_gemm(GemmSpec(name="mm", epilogue="acc = tl.minimum(tl.maximum(acc, -0.5), 0.5)\n")).source)
+    paths = {"GEMM_TILES": [("float32", "tf32x3")], "GEMM_TILES_BF16X6": [("float32", "bf16x6")],
+             "GEMM_TILES_16BIT": [("bfloat16", "tf32"), ("float16", "tf32")]}
+    launches = [_tile_launch(dtype, precision, row["tile"]) for table, uses in paths.items()
+                for row in getattr(tiles, table) if row["cuda"] for dtype, precision in uses]
+    distinct = {repr(launch) for launch in launches}           # tables repeat a tile across rows
+    assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 7

@@ -59,11 +59,27 @@ def test_a_table_without_a_catch_all_says_so():
     (lambda: render_conv(ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1))).source, "CONV_TILES"),
     (lambda: render_direct_conv(ConvSpec(1, (4,), (1,), (3,), (1,))).source, "DIRECT_TILES"),
     (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES"),
+    (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES_BF16X6"),
+    (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES_16BIT"),
 ])
 def test_launchers_carry_the_table_as_data(source, table):
     text = source()
     assert tiles.table_source(table, getattr(tiles, table)) in text
-    assert f"pick_tile({table}," in text
+    assert f"pick_tile({table}," in text or f" {table} if " in text or f" else {table}\n" in text
+
+
+def test_gemm_tiles_follow_the_dot_path():
+    """16-bit operands take the 128x256 tile (half the bytes per element), bf16x6 the 128x64 one
+    (three accumulator tiles in registers), and both fall back when the big tile idles SMs."""
+    grid = lambda m, n, batch=1: lambda bm, bn: batch * cdiv(m, bm) * cdiv(n, bn)
+    bf16, x6 = picker("GEMM_TILES_16BIT"), picker("GEMM_TILES_BF16X6")
+    assert bf16(True, 8192, 8192, 8192, grid(8192, 8192)) == (128, 256, 64, 8, 3)
+    assert bf16(True, 1024, 1024, 4096, grid(1024, 1024)) == (128, 128, 64, 4, 4)   # 32 programs at 128x256
+    assert bf16(True, 256, 256, 64, grid(256, 256))[:2] == (64, 64)
+    assert x6(True, 4096, 4096, 4096, grid(4096, 4096)) == (128, 64, 64, 8, 3)
+    assert x6(True, 512, 512, 512, grid(512, 512))[:2] == (64, 64)
+    for table in (bf16, x6):
+        assert table(False, 8192, 8192, 8192) == picker("GEMM_TILES")(False, 8192, 8192, 8192)
 
 
 def test_which_convolutions_go_direct():

@@ -14,27 +14,66 @@ path ``"tf32x3"``: each operand is split into a TF32 high part and a TF32
 remainder and three tensor-core products are summed, giving about fp32 accuracy
 (2.5e-7 relative on an H200 at 4096^3, against cuBLAS fp32's 1.1e-6) at several
 times the fp32 FMA rate. ``GemmSpec.precision`` sets that default: "tf32x3" (the
-lowering's default variant) or "ieee" (fp32 FMAs on CUDA too, the ``ieee`` variant),
-so the draft's variant name says which path an fp32 product takes. Hopper's TF32 MMA wants both operands K-major, so a
+lowering's default variant), "bf16x6" (``bf16x6_dot``: three exact bf16 parts per operand,
+six bf16 products at the time of three TF32 ones, and a Kahan sum across K steps, so its
+error stays at fp32 rounding of the final value even where the GEMM's values are large and
+the output is not, a clamp of large values; the ``bf16x6`` variant) or "ieee" (fp32 FMAs on
+CUDA too, the ``ieee`` variant), so the draft's variant name says which path an fp32
+product takes. Hopper's TF32 MMA wants both operands K-major, so a
 (K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
 ``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
 inputs use the tensor cores directly with fp32 accumulation.
 
-Tiles. (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) come from ``tiles.GEMM_TILES``, a
-rule table carried into the launcher as data: the 128x128x64 tile whenever it still
-fills the GPU (a batched product of 512x512 matrices counts its batch), smaller
-tiles for small products.
+Tiles. (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) come from a rule table per dot path
+(``tiles.GEMM_TILES`` for tf32x3 / ieee, ``GEMM_TILES_BF16X6``, ``GEMM_TILES_16BIT`` for
+bf16 / fp16 operands), carried into the launcher as data: the large tile whenever it still
+fills the GPU (a batched product of 512x512 matrices counts its batch), smaller tiles for
+small products.
 """
 from __future__ import annotations
 
 from kernelrag.draft.lower.gemm_kernels import render_kernels
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
-from kernelrag.draft.lower.tiles import GEMM_TILES, PICK_TILE, table_source
+from kernelrag.draft.lower.tiles import GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, PICK_TILE, table_source
 
 # the launcher's default tl.dot precision per spec.precision (16-bit inputs ignore it)
-PRECISIONS = {"tf32x3": '("tf32x3" if cuda else "ieee") if fp32 else "tf32"',
+LAUNCH_PRECISION = {"tf32x3": '("tf32x3" if cuda else "ieee") if fp32 else "tf32"',
+              "bf16x6": '("bf16x6" if cuda else "ieee") if fp32 else "tf32"',
               "ieee": '"ieee" if fp32 else "tf32"'}
+
+BF16X6_DOT = '''@triton.jit
+def bf16x6_dot(a, b, acc, comp):
+    """(acc, comp) after adding a @ b (fp32 tiles) at about fp32 accuracy on the bf16 tensor cores.
+
+    Each operand splits exactly into three bf16 parts, x = hi + mid + lo (8 + 8 + 8 significant
+    bits: all 24 of fp32; 3xTF32's two TF32 parts hold 22), and the six products down to 2^-16
+    of hi * hi are summed smallest first into a fresh partial; what is dropped is ~2^-24 of it,
+    fp32's own rounding. Six bf16 MMAs cost what three TF32 ones do (twice the rate). The
+    partial joins acc by Kahan summation: comp keeps the low bits each add to the large running
+    sum rounds away, so the error does not grow with the K / BLOCK_K steps. That error matters
+    when the epilogue shrinks the output far below the product's magnitude (a clamp of large
+    values keeps only the near-zero ones, where the product's absolute error is all there is)."""
+    a_hi = a.to(tl.bfloat16)
+    a_rest = a - a_hi.to(tl.float32)
+    a_mid = a_rest.to(tl.bfloat16)
+    a_lo = (a_rest - a_mid.to(tl.float32)).to(tl.bfloat16)
+    b_hi = b.to(tl.bfloat16)
+    b_rest = b - b_hi.to(tl.float32)
+    b_mid = b_rest.to(tl.bfloat16)
+    b_lo = (b_rest - b_mid.to(tl.float32)).to(tl.bfloat16)
+    small = tl.dot(a_mid, b_mid)
+    small = tl.dot(a_lo, b_hi, small)
+    small = tl.dot(a_hi, b_lo, small)
+    small = tl.dot(a_mid, b_hi, small)
+    small = tl.dot(a_hi, b_mid, small)
+    small = tl.where(small == small, small, 0.0)  # inf * 0 in a part product: hi * hi alone carries an inf
+    part = tl.dot(a_hi, b_hi, small)
+    y = part - comp
+    total = acc + y
+    comp = tl.where(total - total == 0.0, (total - acc) - y, 0.0)  # an inf sum owes nothing (inf - inf is NaN)
+    return total, comp
+'''
 
 TRANSPOSE_KERNEL = '''@triton.jit
 def transpose_kernel(
@@ -85,8 +124,8 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
     if precision is None:                     # "tf32" is not applied to 16-bit inputs
         precision = {default_precision}
-    if precision not in ("ieee", "tf32x3", "tf32"):
-        raise ValueError(f"{name}: precision {{precision!r}} is not ieee, tf32x3 or tf32")
+    if precision not in ("ieee", "tf32x3", "bf16x6", "tf32"):
+        raise ValueError(f"{name}: precision {{precision!r}} is not ieee, tf32x3, bf16x6 or tf32")
     if precision == "tf32x3":
         a, b = k_major(a, rows_are_k=False), k_major(b, rows_are_k=True)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
@@ -105,7 +144,8 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    BM, BN, BK, warps, stages = pick_tile(GEMM_TILES, cuda, M, N, K,
+    rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
+    BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
                                           lambda bm, bn: B0 * B1 * triton.cdiv(M, bm) * triton.cdiv(N, bn))
     if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
         if N > 1024:
@@ -165,13 +205,16 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
         scalars_call="".join(f"float(s{i}), " for i in range(spec.n_scalar)),
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
-        default_precision=PRECISIONS[spec.precision])
-    return [TRANSPOSE_KERNEL, table_source("GEMM_TILES", GEMM_TILES), PICK_TILE, render_kernels(spec)], launcher
+        default_precision=LAUNCH_PRECISION[spec.precision])
+    tables = [table_source(name, table) for name, table in (("GEMM_TILES", GEMM_TILES), (
+        "GEMM_TILES_BF16X6", GEMM_TILES_BF16X6), ("GEMM_TILES_16BIT", GEMM_TILES_16BIT))]
+    return [TRANSPOSE_KERNEL, BF16X6_DOT, *tables, PICK_TILE, render_kernels(spec)], launcher
 
 
 def transformations_of(spec: GemmSpec) -> list[str]:
     out = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k"]
-    out += ["tf32x3", "k_major_operands"] if spec.precision == "tf32x3" else ["ieee_fp32_dot"]
+    out += {"tf32x3": ["tf32x3", "k_major_operands"], "bf16x6": ["bf16x6", "compensated_summation"],
+            "ieee": ["ieee_fp32_dot"]}[spec.precision]
     if spec.epilogue or spec.out_tri:
         out.append("epilogue_fusion")
     if spec.whole_rows:
@@ -179,12 +222,16 @@ def transformations_of(spec: GemmSpec) -> list[str]:
     return out
 
 
-PRECISION_NOTE = "dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter"
-IEEE_NOTE = "dot precision: ieee (fp32 FMAs) for fp32 on CUDA and under the CPU interpreter"
+PRECISION_NOTES = {
+    "tf32x3": "dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter",
+    "bf16x6": "dot precision: bf16x6 (three bf16 parts, six products, Kahan sum over K) on CUDA for fp32, "
+              "ieee under the CPU interpreter",
+    "ieee": "dot precision: ieee (fp32 FMAs) for fp32 on CUDA and under the CPU interpreter",
+}
 
 
 def precision_note(spec: GemmSpec) -> str:
-    return PRECISION_NOTE if spec.precision == "tf32x3" else IEEE_NOTE
+    return PRECISION_NOTES[spec.precision]
 
 
 def render_gemm(spec: GemmSpec) -> Rendered:

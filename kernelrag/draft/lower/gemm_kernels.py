@@ -51,7 +51,7 @@ def {name}_kernel(
     BLOCK_K: tl.constexpr,  # depth of one K step
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
-    PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA)
+    PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
 ):
     pid = tl.program_id(0)
     batch = tl.program_id(1)
@@ -89,14 +89,20 @@ def {name}_kernel(
     a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
     b_ptrs = b_cols + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    comp = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # bf16x6 only: the rounding error acc still owes
     for k0 in range(k_lo, k_hi, BLOCK_K):
         ks = k0 + offs_k
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
         a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-{prologue}        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+{prologue}        if PRECISION == "bf16x6":
+            acc, comp = bf16x6_dot(a, b, acc, comp)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
         a_ptrs += BLOCK_K * s_ak
         b_ptrs += BLOCK_K * s_bk
+    if PRECISION == "bf16x6":  # comp is what the last adds rounded away, with its sign flipped
+        acc = acc - comp
 
     out_ok = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum

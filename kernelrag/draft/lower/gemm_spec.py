@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from kernelrag.draft.codegen import OPS, _lit
 
 REDUCTIONS = ("sum", "mean", "max", "min", "logsumexp", "softmax", "log_softmax")
+PRECISIONS = ("tf32x3", "bf16x6", "ieee")     # the fp32 dot paths a spec may ask for (gemm.py documents them)
 
 
 class LoweringError(ValueError):
@@ -62,7 +63,7 @@ class GemmSpec:
     vector: bool = False                     # also render the matrix-vector kernel (N == 1)
     n_scalar: int = 0                        # numbers the epilogue reads (s0, s1..), passed by value
     doc: str = ""
-    precision: str = "tf32x3"                # fp32 default: "tf32x3" (3xTF32 on CUDA, ieee on CPU) or "ieee"
+    precision: str = "tf32x3"                # fp32 on CUDA: "tf32x3", "bf16x6" or "ieee" (always ieee on CPU)
 
     @property
     def n_extra(self) -> int:
@@ -76,8 +77,8 @@ class GemmSpec:
         for tri in (self.a_tri, self.b_tri, self.out_tri):
             if tri is not None and tri.kind not in ("tril", "triu"):
                 raise LoweringError(f"triangular structure {tri.kind!r} is not tril or triu")
-        if self.precision not in ("tf32x3", "ieee"):
-            raise LoweringError(f"precision {self.precision!r} is not tf32x3 or ieee")
+        if self.precision not in PRECISIONS:
+            raise LoweringError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
         for step in self.a_prologue + self.b_prologue:
             if step.op not in OPS:
                 raise LoweringError(f"op {step.op!r} is not in the elementwise emitter: {', '.join(sorted(OPS))}")

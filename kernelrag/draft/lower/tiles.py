@@ -5,8 +5,9 @@ the configuration. A launcher carries its table as a literal and picks at run ti
 from the sizes it sees (``pick_tile``), so one draft serves every shape the verifier
 tries, and a rule changed here changes every later draft without touching a kernel.
 
-The CUDA rows are for an H200 running fp32 through 3xTF32 (three tensor-core products
-per K step, so K steps are kept short: BLOCK_K 32); the rows without CUDA are for Triton's
+The CUDA rows of ``GEMM_TILES`` are for an H200 running fp32 through 3xTF32; the GEMM
+launcher takes ``GEMM_TILES_BF16X6`` for its bf16x6 path and ``GEMM_TILES_16BIT`` for
+bf16 / fp16 operands, whose register and shared-memory budgets differ; the rows without CUDA are for Triton's
 interpreter, whose cost is per operation rather than per element: large tiles, few
 programs. Conditions are minimum sizes; ``min_programs``
 counts the programs the tile would launch (batch * output tiles), so a batched
@@ -37,6 +38,29 @@ GEMM_TILES = (
     dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 64, 8, 3)),
     dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 64, 8, 3)),
     dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
+)
+
+# bf16x6 fp32 GEMM: three accumulator tiles live at once (the running sum, its Kahan
+# compensation and the step's partial), so the 128x128 tile (3 x 64 fp32 registers per thread
+# at 8 warps) spills on sm_90 (152 stack bytes at BLOCK_K 64); 128x64 at 8 warps is 254
+# registers, no spill, 120 KB of shared memory for 3 stages.
+GEMM_TILES_BF16X6 = (
+    dict(cuda=True, min_m=128, min_n=64, min_k=0, min_programs=132, tile=(128, 64, 64, 8, 3)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
+)
+
+# 16-bit GEMM (bf16 / fp16 operands straight to wgmma): half the bytes per element of fp32,
+# so a tile twice as wide fits the same shared memory and doubles the flops per byte loaded
+# (128x256: 2*128*256 / ((128 + 256) * 2) = 85 flops per byte of shared memory read). On sm_90
+# 128x256x64 at 8 warps, 3 stages is 186 registers, no spill, 144 KB of shared memory; where it
+# would not fill the 132 SMs, 128x128x64 at 4 warps, 4 stages (128 KB); small products 64x64.
+GEMM_TILES_16BIT = (
+    dict(cuda=True, min_m=128, min_n=256, min_k=0, min_programs=132, tile=(128, 256, 64, 8, 3)),
+    dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 64, 4, 4)),
+    dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 64, 4, 4)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 64, 4, 3)),
     dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
 )
 

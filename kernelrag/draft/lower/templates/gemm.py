@@ -88,12 +88,16 @@ def fp32_task(graph: Graph) -> bool:
 
 class GemmTemplate:
     """Variants name the dot path: for fp32 tasks ``tf32x3`` (default: 3xTF32 with K-major
-    operands on CUDA, ieee under the interpreter) or ``ieee`` (fp32 FMAs everywhere), so the
-    graph's evidence for either transformation orders them; 16-bit tasks take
-    ``tensor_cores`` (bf16/fp16 operands straight to the MMA, fp32 accumulation)."""
+    operands on CUDA, ieee under the interpreter), ``bf16x6`` (three bf16 parts per operand and
+    a compensated sum over K: more accurate than 3xTF32 at about its tensor-core time) or
+    ``ieee`` (fp32 FMAs everywhere, several times slower), so the graph's evidence for each
+    transformation orders them; without evidence a check that 3xTF32 fails is tried next on
+    bf16x6 before the slow path. 16-bit tasks take ``tensor_cores`` (bf16/fp16 operands
+    straight to the MMA, fp32 accumulation)."""
     name = "gemm"
     family = "gemm"
-    variants = ("tf32x3", "ieee", "tensor_cores")
+    variants = ("tf32x3", "bf16x6", "ieee", "tensor_cores")
+    fp32_variants = ("tf32x3", "bf16x6", "ieee")
 
     def default_variant(self, graph: Graph, region: Region) -> str:
         return "tf32x3" if fp32_task(graph) else "tensor_cores"
@@ -149,7 +153,7 @@ class GemmTemplate:
             return f"the task computes in 16-bit floats: its GEMMs take the tensor cores directly ({variant} is " \
                    "an fp32 path)"
         if variant == "tensor_cores" and fp32_task(graph):
-            return "the task computes in fp32: its GEMMs take tf32x3 or ieee"
+            return "the task computes in fp32: its GEMMs take tf32x3, bf16x6 or ieee"
         if region.outputs != [region.nodes[-1]]:
             return "the GEMM region's intermediate values are needed outside it; only its last value is written"
         return None
@@ -178,7 +182,7 @@ class GemmTemplate:
             vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
             n_scalar=len(scalars),
             doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused",
-            precision="ieee" if variant == "ieee" else "tf32x3")
+            precision=variant if variant in self.fp32_variants else "tf32x3")
         kernels, launcher = gemm_parts(spec)
         ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
         doc = (f"{ops}: a tiled GEMM (one BLOCK_M x BLOCK_N output tile per program, grouped order, fp32 "
@@ -187,7 +191,8 @@ class GemmTemplate:
                + precision_note(spec) + "; tiles from the shape (tiles.GEMM_TILES).")
         trans = transformations_of(spec)
         if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
-            trans = [t for t in trans if t not in ("tf32x3", "k_major_operands", "ieee_fp32_dot")] + ["tensor_cores"]
+            fp32_only = ("tf32x3", "k_major_operands", "bf16x6", "compensated_summation", "ieee_fp32_dot")
+            trans = [t for t in trans if t not in fp32_only] + ["tensor_cores"]
         return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
             name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)", scalars),
             launcher_name=name, transformations=trans, doc=doc)
