@@ -45,6 +45,11 @@ def partition(graph: Graph) -> list[Region | ViewStep]:
                 steps.append(ViewStep(node.id))
             continue
         if open_region is not None:
+            partial = getattr(open_region.template, "row_partial", None)
+            part = partial(graph, open_region, node) if partial else None
+            if part is not None:     # the node's share joins the open region; the node itself reduces it
+                open_region.nodes.append(part)
+                placed[part] = open_region
             if open_region.template.absorbs(graph, open_region, node):
                 open_region.nodes.append(node.id)
                 placed[node.id] = open_region
