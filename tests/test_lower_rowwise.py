@@ -128,3 +128,19 @@ def test_the_new_schedules_compile_for_sm90(tmp_path):
     results = compile_launches(modules)
     assert len(results) >= len(cases) and all(r["ok"] for r in results), \
         [r["error"][-800:] for r in results if not r["ok"]]
+
+
+def test_a_pointwise_op_after_a_reshape_joins_the_norm_kernel():
+    """Group norm's SiLU follows the (N, G, C/G, HW) -> (N, C, H, W) reshape: it moves before the
+    view and becomes the norm kernel's epilogue; a slice keeps its op after it."""
+    src = task("F.silu(self.gn(x))", body="self.gn = nn.GroupNorm(4, 8)", inputs="torch.randn(2, 8, 3, 5)")
+    graph, steps = plan_task(src)
+    (region,) = [s for s in steps if isinstance(s, Region)]
+    assert "silu" in region.describe(graph)
+    d = lower(src, "gn_silu")
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out)
+    sliced = task("F.silu(self.gn(x)[..., :-1])", body="self.gn = nn.GroupNorm(4, 8)", inputs="torch.randn(2, 8, 3, 5)")
+    graph, steps = plan_task(sliced)
+    assert sum(isinstance(s, Region) for s in steps) == 2
