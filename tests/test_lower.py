@@ -64,7 +64,7 @@ CASES = {   # name -> (task source, kernels expected)
     "rms_norm_module": (task("self.n(x)", body="self.n = nn.RMSNorm(300, eps=1e-5)"), 1),
     "rms_norm_3d": (task("self.n(x)", body="self.n = nn.RMSNorm(40)", inputs="torch.randn(3, 5, 40)"), 1),
     "group_norm_relu": (task("torch.relu(self.gn(x))", body="self.gn = nn.GroupNorm(4, 8)",
-                             inputs="torch.randn(2, 8, 3, 5)"), 2),
+                             inputs="torch.randn(2, 8, 3, 5)"), 1),   # the relu sinks before the view
     "batch_norm_1d": (task("self.bn(x)", body="self.bn = nn.BatchNorm1d(300)"), 1),
     "bias_parameter_chain": (task("torch.sigmoid(x * self.w + self.b) * 2.0",
                                   body="self.w = nn.Parameter(torch.ones(300))\nself.b = nn.Parameter(torch.zeros(1, 300))"),

@@ -9,8 +9,10 @@ no template opens is named in the error, which becomes the draft's reason.
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.families import templates
@@ -22,7 +24,30 @@ class ViewStep:
     node: int          # the view node, done in PyTorch between launchers
 
 
+def sink_views(graph: Graph) -> None:
+    """``f(view(x))`` becomes ``view(f(x))`` for a pointwise ``f`` of one tensor whose view has no
+    other user and keeps every element (a reshape, a permute). A view closes the open region, so
+    group norm's SiLU after its (N, G, C/G, HW) -> (N, C, H, W) reshape was a second kernel (one
+    more write and read of the tensor, 8 bytes per fp32 element); before the view it is the norm
+    kernel's epilogue. The two nodes swap roles in place, so the node order stays topological."""
+    users = graph.users()
+    for node in graph.live():
+        tensors = [i for i in node.inputs if graph[i].op not in ("const", "scalar")]
+        if not is_elementwise(node) or len(tensors) != 1 or graph[tensors[0]].op != "view":
+            continue
+        view = graph[tensors[0]]
+        source = graph[view.inputs[0]]
+        if users[view.id] != [node.id] or source.is_source or math.prod(view.shape) != math.prod(source.shape):
+            continue          # a slice (fewer elements) keeps ``f`` after it: no work on dropped elements
+        view_args, view_shape, shape_refs = view.args, node.shape, view.inputs[1:]   # refs: ``{1}.shape``
+        view.op, view.args, view.origin, view.kind = node.op, node.args, node.origin, node.kind
+        view.inputs = [source.id if i == view.id else i for i in node.inputs]
+        view.shape = source.shape
+        node.op, node.args, node.inputs, node.shape = "view", view_args, [view.id] + shape_refs, view_shape
+
+
 def partition(graph: Graph) -> list[Region | ViewStep]:
+    sink_views(graph)
     steps: list[Region | ViewStep] = []
     open_region: Region | None = None
     placed: dict[int, Region] = {}
@@ -45,6 +70,11 @@ def partition(graph: Graph) -> list[Region | ViewStep]:
                 steps.append(ViewStep(node.id))
             continue
         if open_region is not None:
+            partial = getattr(open_region.template, "row_partial", None)
+            part = partial(graph, open_region, node) if partial else None
+            if part is not None:     # the node's share joins the open region; the node itself reduces it
+                open_region.nodes.append(part)
+                placed[part] = open_region
             if open_region.template.absorbs(graph, open_region, node):
                 open_region.nodes.append(node.id)
                 placed[node.id] = open_region

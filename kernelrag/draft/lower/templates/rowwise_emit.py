@@ -5,6 +5,7 @@ from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
 
 MAX_FUSED = 8192
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
@@ -15,19 +16,6 @@ def _mul_combine(a, b):
     # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
     return a * b
 '''
-
-
-def _cone(graph: Graph, nid: int, inside: set[int]) -> list[int]:
-    """Region nodes ``nid``'s inputs depend on (not crossing a reduction), nearest first."""
-    out: list[int] = []
-    stack = list(graph[nid].inputs)
-    while stack:
-        i = stack.pop()
-        if i in inside and i not in out:
-            out.append(i)
-            if graph[i].op != "reduce":
-                stack.extend(graph[i].inputs)
-    return out
 
 
 class _Writer:
@@ -161,6 +149,67 @@ class _Writer:
                 done.add(rn)
         return lines
 
+    def acc_init(self, nid: int, rider: Rider | None, ind: str) -> list[str]:
+        fn, j = self.g[nid].args["fn"], self.r.nodes.index(nid)
+        lines = [f"{ind}acc{j} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)"]
+        if fn in ("argmax", "argmin"):
+            lines.append(f"{ind}acc{j}_i = tl.zeros([BLOCK_R], tl.int64)")
+        if rider is not None and rider.kind == SHIFTED_VAR:
+            lines += [f"{ind}acc{j}_sq = tl.zeros([BLOCK_R], tl.float32)",
+                      f"{ind}acc{j}_n = tl.zeros([BLOCK_R], tl.float32)",
+                      f"{ind}acc{j}_k = tl.zeros([BLOCK_R], tl.float32)"]
+        return lines
+
+    def acc_update(self, nid: int, x: str, on_top: list[int], riders: dict, ind: str) -> list[str]:
+        fn, acc = self.g[nid].args["fn"], f"acc{self.r.nodes.index(nid)}"
+        masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
+        lines = []
+        if fn in ("sum", "mean"):
+            lines.append(f"{ind}{acc} += {masked}")
+        elif fn in ("max", "min") and not on_top:
+            lines.append(f"{ind}{acc} = tl.{'maximum' if fn == 'max' else 'minimum'}({acc}, {masked})")
+        elif fn == "max":      # online softmax: rescale the riding sums when a lane's max grows
+            lines += [f"{ind}m_new = tl.maximum({acc}, {masked})",
+                      f"{ind}m_ref = tl.where(m_new == float('-inf'), 0.0, m_new)   # no finite value yet: sums stay 0"]
+            for rid in on_top:
+                racc = f"acc{self.r.nodes.index(rid)}"
+                lines.append(f"{ind}{racc} = {racc} * tl.exp({acc} - m_ref) + tl.where(rmask, tl.exp({x} - m_ref), 0.0)")
+            lines.append(f"{ind}{acc} = m_new")
+        elif fn == "prod":
+            lines.append(f"{ind}{acc} *= {masked}")
+        else:
+            cmp = ">" if fn == "argmax" else "<"
+            lines += [f"{ind}better = {masked} {cmp} {acc}",
+                      f"{ind}{acc}_i = tl.where(better, r.to(tl.int64), {acc}_i)",
+                      f"{ind}{acc} = tl.where(better, {masked}, {acc})"]
+        for rid in on_top:
+            if riders[rid].kind == SHIFTED_VAR:     # sums about k, each lane's first value
+                racc = f"acc{self.r.nodes.index(rid)}"
+                lines += [f"{ind}{racc}_k = tl.where(start == 0, {x}, {racc}_k)",
+                          f"{ind}dev = tl.where(rmask, {x} - {racc}_k, 0.0)",
+                          f"{ind}{racc} += dev", f"{ind}{racc}_sq += dev * dev",
+                          f"{ind}{racc}_n += rmask.to(tl.float32)"]
+        return lines
+
+    def acc_final(self, nid: int, rider: Rider | None, ind: str) -> list[str]:
+        node = self.g[nid]
+        fn, acc, var = node.args["fn"], f"acc{self.r.nodes.index(nid)}", f"v{nid}"
+        if rider is not None and rider.kind == ONLINE_SOFTMAX:
+            base = f"acc{self.r.nodes.index(rider.base)}"
+            return [f"{ind}{var} = tl.sum({acc} * tl.exp({base} - v{rider.base}), axis=0){self.scale(node)}"]
+        if rider is not None:      # sum of (y - mean)^2 = sum((y-k)^2) - 2 (mean-k) sum(y-k) + n (mean-k)^2
+            return [f"{ind}dmk = v{rider.base} - {acc}_k",
+                    f"{ind}{var} = tl.maximum(tl.sum({acc}_sq - 2.0 * dmk * {acc} + {acc}_n * dmk * dmk, axis=0), 0.0)"
+                    f"{self.scale(node)}"]
+        if fn in ("sum", "mean", "max", "min"):
+            final = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}[fn]
+            return [f"{ind}{var} = {final}({acc}, axis=0){self.scale(node)}"]
+        if fn == "prod":
+            return [f"{ind}{var} = tl.reduce({acc}, 0, _mul_combine)"]
+        best = "tl.max" if fn == "argmax" else "tl.min"
+        return [f"{ind}best = {best}({acc}, axis=0)",
+                f"{ind}{var} = tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0)"]
+
     def looped_path(self, ind: str) -> list[str]:
         names = self.names()
         lines = self.row_loads(names, ind)
@@ -171,7 +220,7 @@ class _Writer:
         def cone_lines(targets: list[int], inner: str, carries: dict) -> list[str]:
             need: list[int] = []
             for t in targets:
-                for c in reversed(_cone(self.g, t, self.inside | set(self.loads))):
+                for c in reversed(cone(self.g, t, self.inside | set(self.loads))):
                     if c not in need and c not in done:
                         need.append(c)
                 if t not in need and t not in done and self.frame(t) == C.LANE:
@@ -186,46 +235,27 @@ class _Writer:
             self._local = local
             return out
 
-        for j, nid in enumerate(self.r.nodes):
-            node = self.g[nid]
-            if node.op != "reduce":
-                continue
-            fn, acc = node.args["fn"], f"acc{j}"
-            lines.append(f"{ind}# pass {j}: {fn} over the row, its prologue recomputed per chunk")
-            if fn in ("argmax", "argmin"):
-                lines += [f"{ind}{acc} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)",
-                          f"{ind}{acc}_i = tl.zeros([BLOCK_R], tl.int64)"]
-            else:
-                lines.append(f"{ind}{acc} = tl.full([BLOCK_R], {_INIT[fn]}, tl.float32)")
+        passes, riders = plan_passes(self.g, self.r)
+        for k, group in enumerate(passes):
+            fns = ", ".join(f"{self.g[n].args['fn']}{' (' + riders[n].kind + ')' if n in riders else ''}"
+                            for n in group)
+            lines.append(f"{ind}# pass {k}: {fns} over the row, the prologue recomputed per chunk")
+            for nid in group:
+                lines += self.acc_init(nid, riders.get(nid), ind)
             lines.append(f"{ind}for start in range(0, n_red, BLOCK_R):")
             inner = ind + "    "
             lines += self.chunk("start", inner)
-            lines += cone_lines([node.inputs[0]], inner, {})
-            x = self._local[node.inputs[0]] if node.inputs[0] in self._local else names[node.inputs[0]]
-            masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
-            if fn in ("sum", "mean"):
-                lines.append(f"{inner}{acc} += {masked}")
-            elif fn in ("max", "min"):
-                lines.append(f"{inner}{acc} = tl.{'maximum' if fn == 'max' else 'minimum'}({acc}, {masked})")
-            elif fn == "prod":
-                lines.append(f"{inner}{acc} *= {masked}")
-            else:
-                cmp = ">" if fn == "argmax" else "<"
-                lines += [f"{inner}better = {masked} {cmp} {acc}",
-                          f"{inner}{acc}_i = tl.where(better, r.to(tl.int64), {acc}_i)",
-                          f"{inner}{acc} = tl.where(better, {masked}, {acc})"]
-            var = f"v{nid}"
-            if fn in ("sum", "mean", "max", "min"):
-                final = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}[fn]
-                lines.append(f"{ind}{var} = {final}({acc}, axis=0){self.scale(node)}")
-            elif fn == "prod":
-                lines.append(f"{ind}{var} = tl.reduce({acc}, 0, _mul_combine)")
-            else:
-                best = "tl.max" if fn == "argmax" else "tl.min"
-                lines += [f"{ind}best = {best}({acc}, axis=0)",
-                          f"{ind}{var} = tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0)"]
-            names[nid] = var
-            done.add(nid)
+            lines += cone_lines([riders[n].source if n in riders else self.g[n].inputs[0] for n in group], inner, {})
+            value = {n: self._local.get(self.g[n].inputs[0], names.get(self.g[n].inputs[0])) for n in group}
+            for nid in group:
+                if nid in riders:
+                    continue
+                on_top = [r for r in group if r in riders and riders[r].base == nid]
+                lines += self.acc_update(nid, value[nid], on_top, riders, inner)
+            for nid in group:
+                lines += self.acc_final(nid, riders.get(nid), ind)
+                names[nid] = f"v{nid}"
+                done.add(nid)
             lines += self.ready_rows(row_ready, names, done, ind)   # row scalars now computable
         lane_outs = [n for n in self.outs if self.frames[n] == C.LANE]
         if lane_outs:
@@ -241,7 +271,10 @@ class _Writer:
         return lines + self.stores(names, ind, {C.ROW, C.SQUEEZED})
 
 
-def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
+                 fallback: tuple[str, str] | None = None) -> Emitted:
+    """One program per row; ``fallback``: (a condition on ``n_rows`` and ``n_red``, the launcher
+    that takes the call instead when it holds at run time)."""
     w = _Writer(t, graph, region, variant)
     looped_ok = t.unavailable(graph, region, "looped") is None
     args: list[tuple[str, str]] = []
@@ -280,13 +313,13 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str) -> Em
         body += w.registers_path("    ")
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
     kernels = ([MUL_COMBINE] if w.uses_prod else []) + [kernel]
-    return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens),
+    return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
                    launcher_name=name, transformations=_transformations(variant, graph, region),
                    doc=_doc(graph, region, variant))
 
 
 def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, looped_ok: bool,
-              dens: list[int]) -> str:
+              dens: list[int], fallback: tuple[str, str] | None) -> str:
     g = w.g
     params = [f"a{k}" for k in range(len(w.loads))]
     tensors = C.tensor_params(g, w.loads, params)
@@ -295,6 +328,9 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     lines += C.domain_lines(tensors, w.rank)
     kept = " * ".join(f"domain[{d}]" for d in w.kept) or "1"
     lines += [f"    n_rows = {kept}", "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red)]
+    if fallback:
+        lines += [f"    if {fallback[0]}:   # one program per row would leave most SMs idle",
+                  f"        return {fallback[1]}({', '.join(params)})"]
     keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
     sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
     outs, strides = [], []

@@ -15,7 +15,8 @@ from __future__ import annotations
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _cone, _doc, _transformations, _Writer
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _doc, _transformations, _Writer
+from kernelrag.draft.lower.templates.rowwise_passes import cone
 
 SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
 _COMBINE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
@@ -86,7 +87,7 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     body += ["    for start in range(split * chunk, split * chunk + chunk, BLOCK_R):"]
     body += w.chunk("start", "        ")
     local = dict(names)
-    need = sorted({c for _, n in reduces for c in _cone(g, n, w.inside | set(w.loads))
+    need = sorted({c for _, n in reduces for c in cone(g, n, w.inside | set(w.loads))
                    if c not in done and (w.frame(c) == C.LANE or c in w.loads)})
     for nid in need:
         body += w.node_line(nid, local, "        ", True, {})
@@ -174,8 +175,21 @@ def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> 
     return "\n".join(lines) + "\n"
 
 
+# few long rows: one program per row would leave most of the H200's 132 SMs idle
+FEW_ROWS, LONG_ROW = 128, 65536
+
+
+def few_long_rows(n_rows: int, n_red: int) -> bool:
+    return n_rows < FEW_ROWS and n_red > LONG_ROW
+
+
+def few_long_rows_code() -> str:
+    """The same rule as a launcher's condition on its run-time sizes."""
+    return f"n_rows < {FEW_ROWS} and n_red > {LONG_ROW}"
+
+
 def is_split_worthwhile(graph: Graph, region: Region) -> bool:
-    """Few long rows at the traced size: fewer than 128 rows of more than 64K elements."""
+    """Few long rows at the traced size."""
     rows = 1
     for d in range(len(region.domain)):
         if d not in region.reduced:
@@ -183,4 +197,4 @@ def is_split_worthwhile(graph: Graph, region: Region) -> bool:
     n_red = 1
     for d in region.reduced:
         n_red *= region.domain[d]
-    return rows < 128 and n_red > 65536
+    return few_long_rows(rows, n_red)
