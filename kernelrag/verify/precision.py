@@ -9,6 +9,10 @@ An fp32 ``tl.dot`` can run three ways on an NVIDIA tensor-core GPU, chosen by
 | tf32     | one TF32 tensor-core product (10-bit mantissa)   | ~3e-4 to 1e-3           |
 | tf32x3   | three TF32 products of a hi/lo split (3xTF32)    | ~2.5e-7                 |
 
+A kernel may also split fp32 operands into bf16 parts itself and name its path (the
+lowering's ``bf16x6``: three exact bf16 parts per operand, six products, Kahan-summed
+over K); its ceiling is not measured separately, so it is judged against the fp32 ones.
+
 Triton's default for fp32 operands is "tf32". Under Triton's CPU interpreter every
 fp32 dot is computed in IEEE fp32 whatever is asked. The verdict reports the path that
 ran: the string constexprs the candidate passed to its launches (seen by the guard),
@@ -31,6 +35,7 @@ PATH_NOTES = {
     "ieee": "IEEE fp32 FMAs",
     "tf32": "one TF32 tensor-core product, ~1e-3 relative error",
     "tf32x3": "3xTF32: three TF32 tensor-core products of a hi/lo split, fp32-level error",
+    "bf16x6": "six bf16 tensor-core products of an exact three-part split of each operand, compensated sums",
     "default": "Triton's default for fp32 operands: TF32 on tensor cores, ~1e-3 relative error",
 }
 # measured fp32 paths in the ceilings, fastest-first is decided by the numbers, not this order
