@@ -105,6 +105,31 @@ def test_calibrated_tolerance_widens_only_where_pytorch_itself_is_off():
     assert not compare(torch.zeros_like(out), ref, tol, slack_of(native, ref)).passed
 
 
+def test_an_element_where_pytorchs_rounding_cancelled_asks_only_pytorchs_typical_accuracy():
+    """A clamp after a GEMM keeps the near-zero sums: there PyTorch's error (its summation
+    order) is as large as anywhere, in absolute terms, but by luck sometimes ~0. A kernel
+    summing in another order, exactly as accurate on the whole, must not fail there."""
+    import torch
+
+    from kernelrag.verify.tolerances import compare, slack_of, tolerance_for
+
+    g = torch.Generator().manual_seed(1)
+    n, sigma = 200_000, 3e-4                       # outputs ~1 after the clamp; rounding error ~3e-4
+    ref = torch.rand(n, generator=g, dtype=torch.float64) * 2 - 1
+    native = ref + sigma * torch.randn(n, generator=g, dtype=torch.float64)
+    native[::50] = ref[::50]                       # where PyTorch's sum happened to cancel exactly
+    kernel = ref + sigma * torch.randn(n, generator=g, dtype=torch.float64)   # independent, as accurate
+    tol = tolerance_for(torch.float32, {"atol": 1e-4, "rtol": 1e-4, "rel_norm": 1e-3})
+    slack = slack_of(native, ref)
+    per_element_only = (kernel - ref).abs() > 1e-4 + 1e-4 * ref.abs() + 4.0 * slack.double()
+    assert bool(per_element_only[::50].any())      # the old bound failed it at the lucky elements
+    assert compare(kernel.float(), ref, tol, slack).passed
+    assert not compare((ref + 5 * sigma * torch.randn(n, generator=g, dtype=torch.float64)).float(),
+                       ref, tol, slack).passed     # 5x less accurate than PyTorch on the whole: rejected
+    for fake in (torch.zeros(n), ref.flip(0).float(), (ref * 1.01).float()):
+        assert not compare(fake, ref, tol, slack).passed
+
+
 def test_the_relative_norm_bound_widens_with_pytorchs_own_whole_output_error_only():
     """A near-one-hot softmax: fp32 rounding of near-ties puts PyTorch's own output ~1e-4
     off the fp64 reference as a whole (bench/tasks/bmm_scale_softmax.py's large trial)."""

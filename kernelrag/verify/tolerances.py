@@ -139,8 +139,10 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.T
     ill-conditioned that PyTorch itself, in the task's precision, lands far from the
     high-precision reference (attention or a softmax over large-magnitude scores, where
     near-ties turn fp32 rounding into 1e-4 of relative-norm error), a kernel may land
-    ``CALIBRATION`` times as far, element by element and as a whole. Elsewhere PyTorch's
-    error is ~0 and the table rules. Zeros, constants and other seeds' outputs stay far
+    ``CALIBRATION`` times as far, element by element (its error there plus its error almost
+    everywhere, ``_slack_floor``, so that an element where PyTorch's rounding happened to
+    cancel asks no more of a kernel than PyTorch's usual accuracy) and as a whole. Elsewhere
+    PyTorch's error is ~0 and the table rules. Zeros, constants and other seeds' outputs stay far
     outside either bound (the null controls check that per trial), and a downcast is
     caught wherever PyTorch itself is accurate.
     """
@@ -164,6 +166,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.T
     res = Comparison(True, numel)
     sq_diff = 0.0
     bad_positions: list[int] = []
+    calibrated = slack is not None and slack.shape == ref.shape
+    slack_floor = _slack_floor(slack) if calibrated else 0.0
     for s in range(0, numel, _CHUNK):
         o = o_flat[s:s + _CHUNK].double()
         r = r_flat[s:s + _CHUNK].double()
@@ -173,8 +177,8 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.T
         diff = torch.where(both, (o - r).abs(), torch.zeros_like(o))
         absr = torch.where(both, r.abs(), torch.zeros_like(r))
         allowed = tol.atol * scale + tol.rtol * absr
-        if slack is not None and slack.shape == ref.shape:
-            allowed = allowed + CALIBRATION * slack.detach().reshape(-1)[s:s + _CHUNK].double()
+        if calibrated:
+            allowed = allowed + CALIBRATION * (slack.detach().reshape(-1)[s:s + _CHUNK].double() + slack_floor)
         bad = (diff > allowed) | nonfin
         res.nonfinite_mismatch += int(nonfin.sum())
         res.mismatch_count += int(bad.sum())
@@ -190,11 +194,29 @@ def compare(out: torch.Tensor, ref: torch.Tensor, tol: Tolerance, slack: torch.T
     res.rel_norm_err = (sq_diff ** 0.5) / (sq_ref ** 0.5) if sq_ref > 0 else sq_diff ** 0.5
     res.first_bad_indices = [_unravel(p, tuple(ref.shape)) for p in bad_positions]
     rel_norm_allowed = tol.rel_norm
-    if slack is not None and slack.shape == ref.shape and sq_ref > 0:
+    if calibrated and sq_ref > 0:
         native_rel_norm = float(slack.double().norm()) / (sq_ref ** 0.5)
         rel_norm_allowed = max(tol.rel_norm, CALIBRATION * native_rel_norm)
     res.passed = res.mismatch_count == 0 and res.rel_norm_err <= rel_norm_allowed
     return res
+
+
+SLACK_QUANTILE = 0.999   # PyTorch's error "almost everywhere": the floor under its error at one element
+_SAMPLE = 1 << 20
+
+
+def _slack_floor(slack: torch.Tensor) -> float:
+    """PyTorch's own error almost everywhere (its ``SLACK_QUANTILE``, over an even sample of
+    at most a million elements), a floor under its error at each element: a GEMM's rounding
+    that happened to cancel at one element (a sum near zero, kept by a clamp) must not ask a
+    kernel summing in another order, as accurate on the whole, to cancel there too. A few
+    ill-conditioned elements do not move it, and the relative-norm bound still holds the
+    whole output to PyTorch's accuracy."""
+    import torch
+
+    flat = slack.detach().reshape(-1)
+    sample = flat[::max(1, flat.numel() // _SAMPLE)].double()
+    return float(torch.quantile(sample, SLACK_QUANTILE)) if sample.numel() else 0.0
 
 
 def _unravel(flat: int, shape: tuple[int, ...]) -> list[int]:
