@@ -246,31 +246,17 @@ def test_output_under_the_cap_is_kept_whole_even_across_reopening(tmp_path):
     assert capture.broken is None and (keep / "stderr.txt").stat().st_size == (2 << 20) + 9
 
 
-RESIDENT_HOARD = '''"""Holds 2.5 GiB of resident host memory (written, kept across calls) in forward."""
-import torch
-import torch.nn as nn
-import triton
-import triton.language as tl
-
-
-@triton.jit
-def relu_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
-    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    tl.store(y_ptr + offs, tl.maximum(tl.load(x_ptr + offs, mask=offs < n), 0.0), mask=offs < n)
-
-
-class ModelNew(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.hoard = []
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        if not self.hoard:
-            self.hoard.append(torch.ones(640 * 1024**2, dtype=torch.float32))
-        y = torch.empty_like(x)
-        relu_kernel[(triton.cdiv(x.numel(), 1024),)](x, y, x.numel(), BLOCK=1024)
-        return y
-'''
+def resident_hoard(tmp_path: Path) -> Path:
+    """The positive ReLU control, holding 2.5 GiB of resident host memory (written, kept
+    across calls) from its first forward on."""
+    source = (FIXTURES / "positive" / "relu.py").read_text()
+    old = "    def forward(self, x: torch.Tensor) -> torch.Tensor:\n"
+    assert old in source
+    source = source.replace(old, old + "        if not hasattr(self, 'hoard'):\n"
+                                       "            self.hoard = torch.ones(640 * 1024**2, dtype=torch.float32)\n")
+    path = tmp_path / "resident_hoard.py"
+    path.write_text(source)
+    return path
 
 
 def test_resident_host_memory_over_the_cap_is_killed_and_reported(monkeypatch, tmp_path):
@@ -280,8 +266,7 @@ def test_resident_host_memory_over_the_cap_is_killed_and_reported(monkeypatch, t
     from kernelrag.verify import processes
 
     monkeypatch.setattr(isolation, "host_rss_bytes", lambda device: 1536 << 20)
-    hoard = tmp_path / "resident_hoard.py"
-    hoard.write_text(RESIDENT_HOARD)
+    hoard = resident_hoard(tmp_path)
     for zygotes in (True, False):
         monkeypatch.setattr(processes, "zygotes_enabled", lambda device=None, on=zygotes: on)
         v = verify(RELU_TASK, hoard, device="cpu", trials=3)
