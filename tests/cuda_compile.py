@@ -25,6 +25,7 @@ import types
 from typing import Any
 
 TARGET = ("cuda", 90, 32)
+LAUNCH_OPTIONS = ("num_warps", "num_stages")
 
 
 def load(source: str, path: str) -> types.ModuleType:
@@ -50,21 +51,30 @@ def record(module: types.ModuleType) -> list[dict]:
     from triton.runtime.interpreter import InterpretedFunction
 
     seen: list[dict] = []
+    options: dict[str, dict] = {}       # the launch options (num_warps, num_stages) of the call in flight
 
     def hook(name: str):
         return lambda *args, **kwargs: seen.append(
             {"kernel": name, "args": [_describe(a) for a in args],
-             "kwargs": {k: _describe(v) for k, v in kwargs.items()}})
+             "kwargs": {k: _describe(v) for k, v in kwargs.items()}, "options": options.pop(name, {})})
+
+    def keep_options(name: str, run):
+        def wrapped(*args, **kwargs):   # the interpreter drops these before its hooks see the call
+            options[name] = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+            return run(*args, **kwargs)
+        return wrapped
 
     for name, value in vars(module).items():
         if isinstance(value, InterpretedFunction):
             value.add_pre_run_hook(hook(name))
+            value.run = keep_options(name, value.run)
     return seen
 
 
 def compile_launches(modules: list[tuple[str, list[dict]]], timeout_s: int = 900) -> list[dict]:
-    """Compile each distinct launch of each (module path, launches) in one fresh process:
-    ``[{"path", "kernel", "ok", "error"}]``."""
+    """Compile each distinct launch of each (module path, launches) in one fresh process, with
+    its launch options: ``[{"path", "kernel", "ok", "error", "registers", "spill_bytes",
+    "shared_bytes"}]`` (the last three from ptxas and the compiler, None where unknown)."""
     jobs = []
     for path, launches in modules:
         seen: set[str] = set()
@@ -100,12 +110,38 @@ def _compile_one(module: types.ModuleType, launch: dict) -> None:
     jit = getattr(module, launch["kernel"])
     args = [value(a) for a in launch["args"]]
     kwargs = {k: value(v) for k, v in launch["kwargs"].items()}
+    kwargs.update(launch.get("options") or {})
     target = GPUTarget(*TARGET)
     backend = make_backend(target)
     binder = create_function_from_signature(jit.signature, jit.params, backend)
     bound, specialization, options = binder(*args, **kwargs)
     opts, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, specialization, options)
-    triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=opts.__dict__)
+    compiled = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=opts.__dict__)
+    return {**_ptxas_usage(compiled.asm.get("ptx")), "shared_bytes": getattr(compiled.metadata, "shared", None)}
+
+
+def _ptxas_usage(ptx: str | None) -> dict:
+    """Registers and spill bytes of the kernel, from ``ptxas -v`` on its PTX (Triton's own
+    ptxas; on a GPU the driver reports these, here nothing loads the cubin)."""
+    import re
+
+    from triton.backends.nvidia.compiler import get_ptxas
+
+    usage = {"registers": None, "spill_bytes": None}
+    if not ptx:
+        return usage
+    with tempfile.TemporaryDirectory() as tmp:
+        src = os.path.join(tmp, "kernel.ptx")
+        with open(src, "w") as f:
+            f.write(ptx)
+        done = subprocess.run([get_ptxas(TARGET[1]).path, f"-arch=sm_{TARGET[1]}a", "-v", src,
+                               "-o", os.path.join(tmp, "kernel.cubin")], capture_output=True, text=True)
+    text = done.stdout + done.stderr
+    if m := re.search(r"Used (\d+) registers", text):
+        usage["registers"] = int(m.group(1))
+    if m := re.search(r"(\d+) bytes spill stores", text):
+        usage["spill_bytes"] = int(m.group(1))
+    return usage
 
 
 def _main() -> int:
@@ -118,10 +154,11 @@ def _main() -> int:
                 spec = importlib.util.spec_from_file_location(f"compiled_{len(modules)}", path)
                 modules[path] = importlib.util.module_from_spec(spec)
                 spec.loader.exec_module(modules[path])
-            _compile_one(modules[path], job)
-            results.append({"path": path, "kernel": job["kernel"], "ok": True, "error": ""})
+            usage = _compile_one(modules[path], job)
+            results.append({"path": path, "kernel": job["kernel"], "ok": True, "error": "", **usage})
         except Exception as exc:     # noqa: BLE001 - the compiler's message is the result
-            results.append({"path": path, "kernel": job["kernel"], "ok": False, "error": f"{type(exc).__name__}: {exc}"})
+            results.append({"path": path, "kernel": job["kernel"], "ok": False, "error": f"{type(exc).__name__}: {exc}",
+                            "registers": None, "spill_bytes": None, "shared_bytes": None})
     print(json.dumps(results))
     return 0
 

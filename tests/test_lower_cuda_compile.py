@@ -149,3 +149,29 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
                 for row in getattr(tiles, table) if row["cuda"] for dtype, precision in uses]
     distinct = {repr(launch) for launch in launches}           # tables repeat a tile across rows
     assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 7
+
+
+def test_the_compile_keeps_the_launch_options_and_reports_registers_and_spills(tmp_path):
+    """num_warps reaches the compile (the interpreter drops it before its hooks), and ptxas
+    reports what the kernel costs on sm_90: the CPU-side performance signal."""
+    pytest.importorskip("triton.backends.nvidia")
+    import torch
+
+    src = '''import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs, mask=offs < n), mask=offs < n)
+'''
+    mod = load(src, str(tmp_path / "copy.py"))
+    launches = record(mod)
+    x = torch.arange(300, dtype=torch.float32)
+    y = torch.empty_like(x)
+    mod.copy_kernel[(1,)](x, y, 300, BLOCK=512, num_warps=8)
+    assert torch.equal(x, y) and launches[0]["options"] == {"num_warps": 8}
+    [result] = compile_launches([(str(tmp_path / "copy.py"), launches)])
+    assert result["ok"], result["error"]
+    assert 0 < result["registers"] <= 255 and result["spill_bytes"] == 0
