@@ -29,7 +29,8 @@ FIXTURES = Path(__file__).parent / "fixtures"
 TASKS = [SUITE / "softmax.py", SUITE / "group_norm_silu.py", SUITE / "cross_entropy_label_smoothing.py",
          SUITE / "mse_loss.py", SUITE / "argmax_dim.py", SUITE / "bmm_scale_softmax.py",
          FIXTURES / "lower" / "reverse_cumsum.py", FIXTURES / "tasks" / "cumprod_kernelbench.py",
-         FIXTURES / "gemm_tasks" / "matrix_scalar.py"]
+         FIXTURES / "gemm_tasks" / "matrix_scalar.py", SUITE / "rotary_embedding_qk.py",
+         FIXTURES / "lower" / "cat_stack_slices.py"]
 
 
 def module_of(source: str, name: str) -> types.ModuleType:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX
 from kernelrag.draft.lower.values import IrRef, Unsupported, _arg, _dims, _Flip
 
 _ALL = None
@@ -211,3 +212,80 @@ def op_cumsum(dec, args, kwargs, fn: str = "cumsum"):
 def op_cumprod(dec, args, kwargs):
     return op_cumsum(dec, args, kwargs, "cumprod")
 
+
+
+def _joined(dec, args, kwargs, what: str) -> tuple[list[IrRef], int]:
+    """(pieces, dim) of torch.cat / torch.stack; the dim is that of the inputs (cat) or of the result (stack)."""
+    pieces = _arg(args, kwargs, 0, "tensors")
+    if not isinstance(pieces, (list, tuple)) or not pieces:
+        raise Unsupported(f"{what} expects a list of tensors, got {pieces!r}")
+    pieces = [_tensor(p, what) for p in pieces]
+    ranks = {_rank(dec, p) for p in pieces}
+    if len(ranks) != 1:
+        raise Unsupported(f"{what} of tensors of different ranks {sorted(ranks)} is not lowered")
+    rank = ranks.pop() + (what == "stack")
+    dim = int(_arg(args, kwargs, 1, "dim", 0))
+    if not -rank <= dim < rank:
+        raise Unsupported(f"{what} along dim {dim} of a rank-{rank} result")
+    return pieces, dim % rank
+
+
+def _joined_kind(dec, pieces: list[IrRef]) -> str:
+    """torch.cat promotes its pieces' dtypes: float over int64 over bool."""
+    kinds = {dec.g[p.id].kind for p in pieces}
+    return next(k for k in (FLOAT, INDEX, BOOL) if k in kinds)
+
+
+def op_cat(dec, args, kwargs):
+    """``torch.cat(pieces, dim)``: one ``cat`` node; each lane reads the piece its index falls in."""
+    pieces, dim = _joined(dec, args, kwargs, "cat")
+    if len(pieces) == 1:
+        return pieces[0]
+    shapes = [dec.shape(p.id) for p in pieces]
+    if len({s[:dim] + s[dim + 1:] for s in shapes}) != 1:
+        raise Unsupported(f"cat along dim {dim} of shapes {shapes}: the other dims differ")
+    shape = shapes[0][:dim] + (sum(s[dim] for s in shapes),) + shapes[0][dim + 1:]
+    return IrRef(dec.g.add("cat", [p.id for p in pieces], shape, _joined_kind(dec, pieces), "cat", dim=dim,
+                           stack=False))
+
+
+op_concat = op_concatenate = op_cat
+
+
+def op_stack(dec, args, kwargs):
+    """``torch.stack(pieces, dim)``: a ``cat`` of pieces one index wide along the new dim."""
+    pieces, dim = _joined(dec, args, kwargs, "stack")
+    shapes = {dec.shape(p.id) for p in pieces}
+    if len(shapes) != 1:
+        raise Unsupported(f"stack of tensors of different shapes {sorted(shapes)}")
+    shape = shapes.pop()
+    return IrRef(dec.g.add("cat", [p.id for p in pieces], shape[:dim] + (len(pieces),) + shape[dim:],
+                           _joined_kind(dec, pieces), "stack", dim=dim, stack=True))
+
+
+def op_split(dec, args, kwargs):
+    """``x.split(size_or_sizes, dim)``: views, taken in PyTorch (free) and read through their strides."""
+    x = _tensor(args[0], "split")
+    sizes = _arg(args, kwargs, 1, "split_size_or_sections", kwargs.get("split_size"))
+    dim = int(_arg(args, kwargs, 2, "dim", 0)) % _rank(dec, x)
+    shape = dec.shape(x.id)
+    if isinstance(sizes, int):      # the last piece takes what is left, as torch.split does
+        widths = [min(sizes, shape[dim] - start) for start in range(0, shape[dim], sizes)]
+    elif isinstance(sizes, (list, tuple)) and all(isinstance(s, int) for s in sizes):
+        widths = list(sizes)
+    else:
+        raise Unsupported(f"split with sizes {sizes!r} (traced sizes are not lowered)")
+    return tuple(dec.view(x, f"{{0}}.split({sizes!r}, {dim})[{k}]", shape[:dim] + (w,) + shape[dim + 1:], "split")
+                 for k, w in enumerate(widths))
+
+
+def op_narrow(dec, args, kwargs):
+    """``x.narrow(dim, start, length)``: a view, taken in PyTorch (free) and read through its strides."""
+    x = _tensor(args[0], "narrow")
+    dim, start, length = (_arg(args, kwargs, k, key) for k, key in enumerate(("dim", "start", "length"), 1))
+    if not all(isinstance(v, int) for v in (dim, start, length)):
+        raise Unsupported(f"narrow with traced bounds ({dim!r}, {start!r}, {length!r}) is not lowered")
+    shape = dec.shape(x.id)
+    dim %= len(shape)
+    return dec.view(x, f"{{0}}.narrow({dim}, {start}, {length})", shape[:dim] + (length,) + shape[dim + 1:],
+                    "narrow")

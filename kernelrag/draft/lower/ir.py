@@ -12,7 +12,11 @@ purpose, so that every template can say exactly which of them it places:
   <ew op>    an elementwise op (``exprs.OPS``)       args: keyword arguments of the op
   reduce     sum/mean/max/min/prod/argmax/argmin     args: fn, dims (non-negative), keepdim
   scan       cumsum/cumprod along one dim            args: fn, dim, reverse
+  cat        torch.cat / torch.stack of its inputs   args: dim (of the result), stack (True: each input
+                                                     is one index of a new dim ``dim``)
   view       a layout change done in PyTorch         args: code ("{0}.view({0}.shape[0], 8, -1)")
+             (slices, chunk, split and narrow too: a view of a tensor is a pointer with an offset and
+             strides, which kernels read as they read any operand, never a copy)
   torch      an op no template places, left a PyTorch call (partial lowering only, a draft for the LLM)
                                                      args: code ("torch.sort({0}, dim=1)[0]")
   matmul ... ops placed by other families' templates (GEMM, conv, pooling) with their own args

@@ -27,7 +27,14 @@ _PYTHON = {"add": "({0} + {1})", "sub": "({0} - {1})", "mul": "({0} * {1})", "di
 
 
 def float_attributes(model: Any, tracer: Any) -> list[tuple[Any, str, str]]:
-    """(module, attribute, path from the model) of every plain float the traced code may read."""
+    """(module, attribute, path from the model) of every plain float the traced code may read.
+
+    Ints stay literals of the trace on purpose: they are mostly sizes (``F.group_norm(x, self.G)``,
+    ``x.view(b, self.heads, -1)``), and the lowering plans every region on the traced shapes, which
+    a proxy in a shape would leave unknown. No kernel takes such an int as a constant: the views
+    that use it run in ``forward`` and the kernels read every size from their tensors at run time.
+    Where a shape int must follow the model at run time, its decomposition names it in the view's
+    code (``GroupNorm`` reads ``self.gn.num_groups``)."""
     found = []
     for path, mod in model.named_modules():
         if path and tracer.is_leaf_module(mod, path):

@@ -2,19 +2,23 @@
 
 The flattened domain index is decomposed into per-dim indices once per program, and
 each operand is read through its own strides (0 along a broadcast dim), so
-parameters, buffers, row statistics and scalars broadcast in without a copy. Each
-operand is read once and each output written once: ``(reads + writes) * numel *
-element_size`` bytes, memory-bound for any chain short of ~50 ops per element; every
-intermediate stays in fp32 registers. Fusion point: any elementwise node whose shape
-broadcasts to the domain joins; a reduction or scan on the domain adopts the whole
-region as its prologue (``rowwise``).
+parameters, buffers, row statistics, scalars and views (a slice or chunk taken in
+``forward`` is a pointer with an offset and its strides) come in without a copy. A
+``cat`` or ``stack`` is a per-lane choice of which operand to read at which offset
+(``lanes``), so the pieces are never materialised either. Each operand is read once
+and each output written once: ``(reads + writes) * numel * element_size`` bytes,
+memory-bound for any chain short of ~50 ops per element; every intermediate stays in
+fp32 registers. Fusion point: any elementwise node or cat whose shape broadcasts to
+the domain joins; a reduction or scan on the domain adopts a region without cats as
+its prologue (``rowwise``).
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.exprs import is_elementwise, node_expr
+from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.ir import Graph, Node, broadcast
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.lanes import Lanes, frame_shapes, leaves, shape_lines
 
 BLOCK = 1024
 
@@ -25,17 +29,21 @@ class ElementwiseTemplate:
     variants = ("block1024",)
 
     def opens(self, graph: Graph, node: Node) -> bool:
-        return is_elementwise(node) or node.op == "iota"
+        return self._placeable(node)
+
+    @staticmethod
+    def _placeable(node: Node) -> bool:
+        return is_elementwise(node) or node.op in ("iota", "cat")
 
     def absorbs(self, graph: Graph, region: Region, node: Node) -> bool:
-        if not (is_elementwise(node) or node.op == "iota"):
+        if not self._placeable(node):
             return False
-        try:
-            domain = broadcast(region.domain, node.shape) if region.nodes else node.shape
+        nodes = region.nodes + [node.id]
+        if node.op == "cat" and not all(leaves(graph, set(nodes), [p]) for p in node.inputs):
+            return False             # a piece of numbers only has no shape the launcher could read
+        try:                         # a cat's pieces are computed in their own frames, not the domain's
+            domain = broadcast(*frame_shapes(graph, nodes))
         except ValueError:
-            return False
-        if region.nodes and len(node.shape) > len(region.domain) and any(
-                graph[i].shape != domain for i in region.nodes if i in region.state.get("escaping", ())):
             return False
         region.domain = domain
         return True
@@ -52,12 +60,17 @@ class ElementwiseTemplate:
         for nid in outs:
             if graph[nid].shape != region.domain:
                 raise ValueError(f"elementwise output {graph[nid].label()} is smaller than the domain")
+        cats = [n for n in region.nodes if graph[n].op == "cat"]
         scalar = [C.is_scalar(graph, n) for n in loads]
+        ranks = [len(graph[n].shape) for n in loads]
         args = [C.operand_arg(graph, k, n, f"operand {k} ({graph[n].origin or graph[n].op})") for k, n in enumerate(loads)]
         args += [(f"out{k}_ptr", f"output {k}") for k in range(len(outs))]
         args += [(f"n{d}", f"domain size of dim {d}") for d in range(rank)]
-        args += [(", ".join(f"in{k}_s{d}" for d in range(rank)), f"operand {k}'s strides (0: broadcast)")
-                 for k in range(len(loads)) if rank and not scalar[k]]
+        args += [(", ".join(f"cat{j}_o{p}" for p in range(1, len(graph[c].inputs))),
+                  f"where each piece of cat {c} after the first starts along its dim") for j, c in enumerate(cats)
+                 if not graph[c].args["stack"]]
+        args += [(", ".join(f"in{k}_s{d}" for d in range(ranks[k])), f"operand {k}'s strides (0: broadcast)")
+                 for k in range(len(loads)) if ranks[k] and not scalar[k]]
         args += [(", ".join(f"out{k}_s{d}" for d in range(rank)), f"output {k}'s strides") for k in range(len(outs))
                  if rank]
         args += [("n_elements", "elements in the domain"), ("BLOCK: tl.constexpr", "elements per program")]
@@ -65,23 +78,13 @@ class ElementwiseTemplate:
                 "    mask = offs < n_elements   # the last program covers the tail", "    rest = offs"]
         for d in reversed(range(rank)):
             body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-        names = C.const_names(graph, [i for n in region.nodes for i in graph[n].inputs])
-        for k, nid in enumerate(loads):
-            if scalar[k]:
-                names[nid] = f"in{k}"
-                continue
-            off = " + ".join(f"i{d} * in{k}_s{d}" for d in range(rank)) or "offs * 0"
-            body.append(f"    v{nid} = " + C.load_expr(graph[nid].kind, f"in{k}_ptr + {off}", "mask"))
-            names[nid] = f"v{nid}"
-        for nid in region.nodes:
-            node = graph[nid]
-            names[nid] = f"i{node.args['dim']}" if node.op == "iota" else f"v{nid}"
-            if node.op != "iota":
-                body.append(f"    v{nid} = {node_expr(graph, node, names)}")
+        lanes = Lanes(graph, loads, cats, rank)
         for k, nid in enumerate(outs):
+            value = lanes.value(nid)
             off = " + ".join(f"i{d} * out{k}_s{d}" for d in range(rank)) or "offs * 0"
-            body.append(f"    tl.store(out{k}_ptr + {off}, {C.store_value(names[nid], graph[nid].kind, f'out{k}_ptr')}, "
-                        "mask=mask)")
+            lanes.lines.append(f"    tl.store(out{k}_ptr + {off}, {C.store_value(value, graph[nid].kind, f'out{k}_ptr')}, "
+                               "mask=mask)")
+        body += lanes.lines
         kname = f"{name}_kernel"
         kernel = f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
         params = [f"a{k}" for k in range(len(loads))]
@@ -90,21 +93,36 @@ class ElementwiseTemplate:
             raise ValueError(f"elementwise region {region.describe(graph)} reads no tensor")
         ref = C.float_ref(graph, loads, params)
         lines = C.launcher_head(name, params, f"{region.describe(graph)}; one program per {BLOCK} outputs.")
-        lines += C.domain_lines(tensors, rank)
+        ranked = ", ".join(f"({p}, {r})" for p, r, s in zip(params, ranks, scalar) if not s)
+        lines += [f"    for t, r in ({ranked},):   # each operand's strides are passed for its traced rank",
+                  "        if t.dim() != r:",
+                  "            raise ValueError(f\"an operand of rank {t.dim()} where the task traced rank {r}\")"]
+        inside = set(region.nodes)
+        shape_of = {n: f"{p}.shape" for n, p in zip(loads, params)} | {c: f"sh{c}" for c in cats}
+        lines += shape_lines(graph, inside, cats, shape_of)
+        top = leaves(graph, inside, outs)
+        lines += [f"    domain = torch.broadcast_shapes({', '.join(shape_of[i] for i in top)})",
+                  f"    if len(domain) != {rank}:",
+                  f"        raise ValueError(f\"operands broadcast to {{tuple(domain)}}, expected rank {rank}\")"]
         out_names = [f"out{k}" for k in range(len(outs))]
         for k, nid in enumerate(outs):
             lines.append(f"    out{k} = torch.empty(domain, dtype={C.dtype_code(graph[nid].kind, ref)}, "
                          f"device={tensors[0]}.device)")
         lines += ["    n_elements = 1", "    for s in domain:", "        n_elements *= s"]
+        lines.append(f"    strides = [0 if n == 1 else s for t in ({', '.join(tensors)},) "
+                     "for n, s in zip(t.shape, t.stride())]   # 0: broadcast")
         call = ", ".join(C.call_values(graph, loads, params) + out_names + ["*domain"]
-                         + [f"*{p}.expand(domain).stride()" for p in tensors]
+                         + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides"]
                          + [f"*{o}.stride()" for o in out_names] + ["n_elements"])
         lines += ["    if n_elements > 0:",
                   f"        {kname}[(triton.cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK})",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
-        reads = len(tensors)
-        doc = (f"{region.describe(graph)}: {reads} operand read(s) and {len(outs)} write(s) per element, "
-               "broadcast operands read through stride-0 dims.")
+        pieces = {i for c in cats for i in graph[c].inputs}
+        joined = (f" {len(cats)} cat(s) choose per lane which operand to read at which offset: a piece's "
+                  "operands are read only on the lanes that take it." if cats else "")
+        doc = (f"{region.describe(graph)}: {len(tensors)} operand(s) ({len(pieces & set(loads))} of them cat "
+               f"pieces) and {len(outs)} write(s) per element, broadcast operands read through stride-0 dims."
+               + joined)
         return Emitted([kernel], "\n".join(lines) + "\n", name, ["elementwise_fusion", "fp32_accumulation"], doc)
 
 
