@@ -22,9 +22,11 @@ the running total across chunks. FLOPs are those of the chain per element; the
 kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
 
 Variants: ``registers`` (the row in registers when it fits MAX_FUSED elements, passes
-otherwise), ``looped`` (passes always, BLOCK_R = 1024: a bounded register budget) and
+otherwise), ``looped`` (passes always, BLOCK_R = 1024: a bounded register budget),
 ``split`` (few long rows: two stages, see ``rowwise_split``; the default when rows are
-fewer than 128 and longer than 64K elements at the traced size).
+fewer than 128 and longer than 64K elements at the traced size) and ``column`` (the
+innermost dim kept: programs own tiles of it and walk the reduced dims, see
+``rowwise_column``; the default when that dim has 16 or more positions).
 """
 from __future__ import annotations
 
@@ -32,6 +34,7 @@ from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
 from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
 from kernelrag.draft.lower.templates.rowwise_passes import cone
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
@@ -40,7 +43,7 @@ from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_spli
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped", "split")
+    variants = ("registers", "looped", "split", "column")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -149,10 +152,16 @@ class RowwiseTemplate:
             return "a scan feeds a reduction in the same row: only the row-in-registers path computes it"
         if variant == "split":
             return split_unavailable(graph, region)
+        if variant == "column":
+            return column_unavailable(graph, region)
         return None
 
     def default_variant(self, graph: Graph, region: Region) -> str:
-        """``split`` for few long rows (a loss over a whole tensor), else the row in registers."""
+        """``column`` when the reduced dims leave the innermost dim kept (lanes along it coalesce; the
+        row kernel's lanes would stride by it), ``split`` for few long rows (a loss over a whole
+        tensor), else the row in registers."""
+        if self.unavailable(graph, region, "column") is None and is_column_worthwhile(region):
+            return "column"
         if self.unavailable(graph, region, "split") is None and is_split_worthwhile(graph, region):
             return "split"
         return self.variants[0]
@@ -173,6 +182,8 @@ class RowwiseTemplate:
         SM of 132, 139 ms for a 1 GiB read)."""
         if variant == "split":
             return emit_split_region(self, graph, region, name)
+        if variant == "column":
+            return emit_column(self, graph, region, name)
         if split_unavailable(graph, region) is not None:
             return emit_rowwise(self, graph, region, variant, name)
         split_kernels, split_launcher = emit_split(_Writer(self, graph, region, "split"), f"{name}_split")
