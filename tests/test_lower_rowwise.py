@@ -144,3 +144,45 @@ def test_a_pointwise_op_after_a_reshape_joins_the_norm_kernel():
     sliced = task("F.silu(self.gn(x)[..., :-1])", body="self.gn = nn.GroupNorm(4, 8)", inputs="torch.randn(2, 8, 3, 5)")
     graph, steps = plan_task(sliced)
     assert sum(isinstance(s, Region) for s in steps) == 2
+
+
+NANS_AND_TIES = ("torch.randint(0, 4, (batch_size, dim)).float().masked_fill("
+                 "(torch.arange(dim)[None, :] % 997 == 400) & (torch.arange(batch_size)[:, None] % 2 == 0), "
+                 "float('nan'))")
+
+
+@pytest.mark.parametrize("dims", ["batch_size = 4\ndim = 3000", LONG.replace("3", "4"),
+                                  "batch_size = 2\ndim = 70000"], ids=["registers", "looped", "split"])
+@pytest.mark.parametrize("op", ["amax", "amin", "argmax", "argmin"])
+def test_max_min_and_their_indices_keep_torchs_nan_and_tie_rules(op, dims):
+    """A NaN is the extreme (max and min propagate it, argmax and argmin return the first
+    NaN's index); among equal values the first index wins. tl.max and tl.maximum drop NaNs
+    on a GPU, so the kernels say it themselves. Rows 0 and 2 hold NaNs, rows 1 and 3 only ties."""
+    src = task(f"x.{op}(dim=-1)", dims=dims, inputs=NANS_AND_TIES)
+    d = lower(src, op)
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert ref.isnan().any() if op in ("amax", "amin") else True
+    assert out.shape == ref.shape and out.dtype == ref.dtype
+    if op.startswith("arg"):
+        assert torch.equal(out, ref), (out, ref)
+    else:
+        torch.testing.assert_close(out, ref, equal_nan=True)
+
+
+@pytest.mark.slow
+def test_the_nan_keeping_reductions_compile_for_sm90(tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    from cuda_compile import compile_launches, load, record
+
+    modules = []
+    for op, dims in (("amax", "batch_size = 4\ndim = 3000"), ("argmin", LONG), ("amin", "batch_size = 2\ndim = 70000")):
+        src = task(f"x.{op}(dim=-1)", dims=dims, inputs=NANS_AND_TIES)
+        path = str(tmp_path / f"{op}.py")
+        cand = load(lower(src, op).source, path)
+        launches = record(cand)
+        t = load(src, str(tmp_path / f"{op}_task.py"))
+        cand.ModelNew()(*t.get_inputs())
+        modules.append((path, launches))
+    results = compile_launches(modules)
+    assert len(results) >= 4 and all(r["ok"] for r in results), [r["error"] for r in results if not r["ok"]]

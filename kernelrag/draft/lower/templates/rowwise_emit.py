@@ -16,6 +16,21 @@ def _mul_combine(a, b):
     # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
     return a * b
 '''
+NAN_EXTREMES = '''@triton.jit
+def _nan_max(a, b):
+    # max as torch computes it, a NaN wins: tl.maximum and tl.max drop NaNs on a GPU
+    return tl.where((a != a) | (b != b), float("nan"), tl.maximum(a, b))
+
+
+@triton.jit
+def _nan_min(a, b):
+    return tl.where((a != a) | (b != b), float("nan"), tl.minimum(a, b))
+'''
+
+
+def helpers(w: "_Writer") -> list[str]:
+    """The combine functions a region's kernels call, emitted once before them."""
+    return ([MUL_COMBINE] if w.uses_prod else []) + ([NAN_EXTREMES] if w.uses_extremes else [])
 
 
 class _Writer:
@@ -31,6 +46,8 @@ class _Writer:
         self.outs = region.outputs
         self.inside = set(region.nodes)
         self.uses_prod = any(graph[n].args.get("fn") in ("prod", "cumprod") for n in region.nodes)
+        self.uses_extremes = any(graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")
+                                 for n in region.nodes)
 
     def frame(self, nid: int) -> str | None:
         return self.frames.get(nid) or self.load_frame.get(nid)
@@ -103,10 +120,11 @@ class _Writer:
         if fn in ("sum", "mean"):
             return f"tl.sum({masked}, axis=0){self.scale(node)}"
         if fn in ("max", "min"):
-            return f"tl.{fn}({masked}, axis=0)"
+            return f"tl.reduce({masked}, 0, _nan_{fn})"
         if fn == "prod":
             return f"tl.reduce({masked}, 0, _mul_combine)"
-        return f"tl.{fn}({masked}, axis=0).to(tl.int64)"
+        nan = f"((({x}) != ({x})) & rmask).to(tl.int32)"      # torch: the first NaN is the extreme
+        return f"tl.where(tl.max({nan}, axis=0) > 0, tl.argmax({nan}, axis=0), tl.{fn}({masked}, axis=0)).to(tl.int64)"
 
     def stores(self, names: dict[int, str], ind: str, frames: set[str]) -> list[str]:
         lines = []
@@ -167,7 +185,7 @@ class _Writer:
         if fn in ("sum", "mean"):
             lines.append(f"{ind}{acc} += {masked}")
         elif fn in ("max", "min") and not on_top:
-            lines.append(f"{ind}{acc} = tl.{'maximum' if fn == 'max' else 'minimum'}({acc}, {masked})")
+            lines.append(f"{ind}{acc} = _nan_{fn}({acc}, {masked})")
         elif fn == "max":      # online softmax: rescale the riding sums when a lane's max grows
             lines += [f"{ind}m_new = tl.maximum({acc}, {masked})",
                       f"{ind}m_ref = tl.where(m_new == float('-inf'), 0.0, m_new)   # no finite value yet: sums stay 0"]
@@ -178,8 +196,8 @@ class _Writer:
         elif fn == "prod":
             lines.append(f"{ind}{acc} *= {masked}")
         else:
-            cmp = ">" if fn == "argmax" else "<"
-            lines += [f"{ind}better = {masked} {cmp} {acc}",
+            cmp = ">" if fn == "argmax" else "<"     # a lane's first NaN beats everything after it
+            lines += [f"{ind}better = ({masked} {cmp} {acc}) | (({masked} != {masked}) & ({acc} == {acc}))",
                       f"{ind}{acc}_i = tl.where(better, r.to(tl.int64), {acc}_i)",
                       f"{ind}{acc} = tl.where(better, {masked}, {acc})"]
         for rid in on_top:
@@ -201,14 +219,17 @@ class _Writer:
             return [f"{ind}dmk = v{rider.base} - {acc}_k",
                     f"{ind}{var} = tl.maximum(tl.sum({acc}_sq - 2.0 * dmk * {acc} + {acc}_n * dmk * dmk, axis=0), 0.0)"
                     f"{self.scale(node)}"]
-        if fn in ("sum", "mean", "max", "min"):
-            final = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}[fn]
-            return [f"{ind}{var} = {final}({acc}, axis=0){self.scale(node)}"]
+        if fn in ("sum", "mean"):
+            return [f"{ind}{var} = tl.sum({acc}, axis=0){self.scale(node)}"]
+        if fn in ("max", "min"):
+            return [f"{ind}{var} = tl.reduce({acc}, 0, _nan_{fn}){self.scale(node)}"]
         if fn == "prod":
             return [f"{ind}{var} = tl.reduce({acc}, 0, _mul_combine)"]
         best = "tl.max" if fn == "argmax" else "tl.min"
         return [f"{ind}best = {best}({acc}, axis=0)",
-                f"{ind}{var} = tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0)"]
+                f"{ind}first_nan = tl.min(tl.where({acc} != {acc}, {acc}_i, n_red), axis=0)",
+                f"{ind}{var} = tl.where(first_nan < n_red, first_nan, "
+                f"tl.min(tl.where({acc} == best, {acc}_i, n_red), axis=0))"]
 
     def looped_path(self, ind: str) -> list[str]:
         names = self.names()
@@ -312,7 +333,7 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     else:
         body += w.registers_path("    ")
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
-    kernels = ([MUL_COMBINE] if w.uses_prod else []) + [kernel]
+    kernels = helpers(w) + [kernel]
     return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
                    launcher_name=name, transformations=_transformations(variant, graph, region),
                    doc=_doc(graph, region, variant))

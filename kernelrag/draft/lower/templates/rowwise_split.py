@@ -15,11 +15,20 @@ from __future__ import annotations
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _doc, _transformations, _Writer
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _doc, _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import cone
 
 SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
-_COMBINE = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
+_COMBINE = {"sum": "tl.sum", "mean": "tl.sum"}      # max and min: the NaN-keeping combines
+
+
+def _combined(fn: str, values: str) -> str:
+    """One row's reduction of ``values`` (lanes or partials) for ``fn``."""
+    if fn == "prod":
+        return f"tl.reduce({values}, 0, _mul_combine)"
+    if fn in ("max", "min"):
+        return f"tl.reduce({values}, 0, _nan_{fn})"
+    return f"{_COMBINE[fn]}({values}, axis=0)"
 
 
 def split_unavailable(graph: Graph, region: Region) -> str | None:
@@ -95,12 +104,12 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
         fn, x = g[nid].args["fn"], local[g[nid].inputs[0]]
         masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
         body.append({"sum": f"        acc{j} += {masked}", "mean": f"        acc{j} += {masked}",
-                     "max": f"        acc{j} = tl.maximum(acc{j}, {masked})",
-                     "min": f"        acc{j} = tl.minimum(acc{j}, {masked})",
+                     "max": f"        acc{j} = _nan_max(acc{j}, {masked})",
+                     "min": f"        acc{j} = _nan_min(acc{j}, {masked})",
                      "prod": f"        acc{j} *= {masked}"}[fn])
     for j, nid in reduces:
         fn = g[nid].args["fn"]
-        final = f"tl.reduce(acc{j}, 0, _mul_combine)" if fn == "prod" else f"{_COMBINE[fn]}(acc{j}, axis=0)"
+        final = _combined(fn, f"acc{j}")
         body.append(f"    tl.store(part{j}_ptr + row * n_split + split, {final})")
     args1 = common_args + parts + [("n_red", "elements per row"), ("n_split", "chunks per row"),
                                    ("chunk", "elements per chunk, a multiple of BLOCK_R"),
@@ -124,7 +133,7 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     for j, nid in reduces:
         fn = g[nid].args["fn"]
         p = f"tl.load(part{j}_ptr + row * n_split + s, mask=smask, other={_INIT[fn]})"
-        comb = f"tl.reduce({p}, 0, _mul_combine)" if fn == "prod" else f"{_COMBINE[fn]}({p}, axis=0)"
+        comb = _combined(fn, p)
         body.append(f"    v{nid} = {comb}{w.scale(g[nid])}")
         names[nid] = f"v{nid}"
         done.add(nid)
@@ -132,7 +141,7 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     body += w.stores(names, "    ", {C.ROW, C.SQUEEZED})
     k2 = f"{name}_kernel"
     kernel2 = f"@triton.jit\ndef {k2}(\n{C.arg_lines(args2)}):\n" + "\n".join(body) + "\n"
-    kernels = ([MUL_COMBINE] if w.uses_prod else []) + [kernel1, kernel2]
+    kernels = helpers(w) + [kernel1, kernel2]
     return kernels, _launcher(w, region, name, k1, k2, reduces, dens)
 
 
