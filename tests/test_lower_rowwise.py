@@ -186,3 +186,15 @@ def test_the_nan_keeping_reductions_compile_for_sm90(tmp_path):
         modules.append((path, launches))
     results = compile_launches(modules)
     assert len(results) >= 4 and all(r["ok"] for r in results), [r["error"] for r in results if not r["ok"]]
+
+
+@pytest.mark.parametrize("op", ["amax", "amin"])
+def test_the_column_variant_keeps_torchs_nan_rule_too(op):
+    """Over a middle dim (the column kernel): a NaN anywhere in a column is that column's result."""
+    src = task(f"x.{op}(dim=1)", dims="batch_size = 4\ndim = 300",
+               inputs="torch.randn(batch_size, 64, dim).masked_fill(torch.arange(dim) % 37 == 3, float('nan'))")
+    d = lower(src, op)
+    assert d.ok and "_nan_" in d.source, d.reason
+    ref, out = run_both(src, d.source)
+    assert ref.isnan().any()
+    torch.testing.assert_close(out, ref, equal_nan=True)

@@ -27,7 +27,7 @@ from __future__ import annotations
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise_emit import _INIT, MUL_COMBINE, _Writer, emit_rowwise
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _Writer, emit_rowwise, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import cone
 from kernelrag.draft.lower.templates.rowwise_split import _cone_all
 
@@ -42,7 +42,6 @@ TILE = 4096      # elements per [BLOCK_R, BLOCK_K] tile: 32 per thread at 4 warp
 # tiles coalesce no better and make fewer programs (argmax over dim 1 of (64, 4096, 4096): 2048
 # tiles of 128, about three waves of resident programs on 132 SMs, against 1.5 at 256)
 BLOCK_K_MAX = 128
-_FINAL = {"sum": "tl.sum", "mean": "tl.sum", "max": "tl.max", "min": "tl.min"}
 
 
 def column_unavailable(graph: Graph, region: Region) -> str | None:
@@ -144,7 +143,7 @@ class _Column:
         if fn in ("sum", "mean"):
             return [f"        {acc} += {masked}"]
         if fn in ("max", "min"):
-            return [f"        {acc} = tl.{'maximum' if fn == 'max' else 'minimum'}({acc}, {masked})"]
+            return [f"        {acc} = _nan_{fn}({acc}, {masked})"]      # torch: a NaN wins
         if fn == "prod":
             return [f"        {acc} *= {masked}"]
         cmp = ">" if fn == "argmax" else "<"
@@ -158,8 +157,10 @@ class _Column:
         """``r{j}`` (an arg reduction: ``r{j}_i``, and ``r{j}`` for a ``partial``): the column's
         value and index, [1, BLOCK_K]."""
         acc = f"acc{j}"
-        if fn in ("sum", "mean", "max", "min"):
-            return [f"    r{j} = {_FINAL[fn]}({acc}, axis=0)[None, :]"]
+        if fn in ("sum", "mean"):
+            return [f"    r{j} = tl.sum({acc}, axis=0)[None, :]"]
+        if fn in ("max", "min"):
+            return [f"    r{j} = tl.reduce({acc}, 0, _nan_{fn})[None, :]"]
         if fn == "prod":
             return [f"    r{j} = tl.reduce({acc}, 0, _mul_combine)[None, :]"]
         extreme, far = ("max", "float('-inf')") if fn == "argmax" else ("min", "float('inf')")
@@ -272,7 +273,7 @@ class _Column:
         combine = self.kernel(f"{name}_combine_kernel", self.common_args() + self.part_args() + self.out_args()
                               + tiles + [("n_cols", "kept positions"), ("n_split", "partials per column")]
                               + self.tail_args(), body)
-        return ([MUL_COMBINE] if w.uses_prod else []) + [single, partial, combine]
+        return helpers(w) + [single, partial, combine]
 
 
 def emit_column(template, graph: Graph, region: Region, name: str) -> Emitted:
