@@ -340,11 +340,6 @@ def spawn_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] 
     return Child.start(job_path, cwd, device, readable=[p for p in readable if os.path.isdir(p)])
 
 
-def prestart_candidate(job_path: Path, cwd: Path, device: str, readable: list[str] = ()) -> Child:
-    """A candidate process started before its job exists (``spawn_candidate``). One candidate each."""
-    return spawn_candidate(job_path, cwd, device, readable)
-
-
 _STARTER = ThreadPoolExecutor(max_workers=32, thread_name_prefix="kernelrag-start")   # threads made as needed
 
 

@@ -64,7 +64,7 @@ from typing import Any
 from kernelrag.verify import isolation
 from kernelrag.verify.capture import OutputCapture
 from kernelrag.verify.ceilings import ensure_cached
-from kernelrag.verify.processes import (Child, give_back, prestart_candidate, reference_key, reference_server,
+from kernelrag.verify.processes import (Child, give_back, reference_key, reference_server,
                                         spawn_candidate)
 
 @dataclass
@@ -132,7 +132,8 @@ class Slot:
         slot = cls(root, scratch, f"kernelrag_candidate_{secrets.token_hex(4)}", iso, output,
                    spawned=time.monotonic())
         if prestart:
-            slot.child = prestart_candidate(scratch / "job.json", scratch, device, readable=list(readable))
+            # started before job.json exists: it gets ready, then waits for it
+            slot.child = spawn_candidate(scratch / "job.json", scratch, device, readable=list(readable))
         return slot
 
     def discard(self) -> None:
