@@ -926,3 +926,23 @@ def test_launch_proof_lets_the_candidates_own_error_through(monkeypatch):
 
     with pytest.raises(ZeroDivisionError, match="candidate bug"):
         launch.launch_proof(flaky, (1,), warmup=1)
+
+
+def test_the_baseline_process_times_fp32_without_tf32():
+    """PyTorch enables TF32 in cuDNN by default: a baseline process that kept it timed eager
+    and compiled convolutions at TF32 while candidates ran at fp32 (drift x2.5-4.6 on the
+    H200, 2026-12-02). The baseline pins the candidate's numerics before anything runs."""
+    from kernelrag.verify.compiled import Baseline
+
+    cudnn, matmul = torch.backends.cudnn, torch.backends.cuda.matmul
+    saved = cudnn.allow_tf32, torch.get_float32_matmul_precision()
+    task = "import torch\nclass Model(torch.nn.Module):\n    def forward(self, x):\n        return x\n" \
+           "def get_inputs():\n    return [torch.randn(4)]\ndef get_init_inputs():\n    return []\n"
+    try:
+        cudnn.allow_tf32, matmul.allow_tf32 = True, True
+        Baseline(lambda message: None).compile({"source": task, "seed": 1})   # no GPU: fails after pinning
+        assert (cudnn.allow_tf32, matmul.allow_tf32) == (False, False)
+        assert torch.get_float32_matmul_precision() == "highest"
+    finally:
+        cudnn.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])

@@ -75,6 +75,7 @@ class Baseline:
         guard.take_snapshot()
         self.drop()
         seed, t0 = int(cmd["seed"]), time.monotonic()
+        C.pin_fp32_semantics()      # as in the candidate's process: eager and compile without TF32
         try:
             torch.set_grad_enabled(False)
             mod = C.load_task(cmd["source"], "baseline")
@@ -109,6 +110,7 @@ class Baseline:
         held, seconds = self.held, {}
         if held is None:
             return {"ok": True, "compile": None, "error": "no compiled baseline to time (compile it first)"}
+        C.pin_fp32_semantics()
         try:
             torch.set_grad_enabled(False)
             timing = time_against_baselines(held["compiled"], held["model"], None, held["make_inputs"],

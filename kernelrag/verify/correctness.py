@@ -28,6 +28,16 @@ import torch
 DISTRIBUTIONS = ("task", "normal", "uniform", "heavy_tailed", "large")
 
 
+def pin_fp32_semantics() -> None:
+    """The numerics every process of a verification runs under: fp32 means fp32 (no TF32 in
+    cuBLAS or cuDNN; PyTorch turns cuDNN's on by default), so that eager PyTorch, the
+    torch.compile baseline and the candidate are timed and compared on the same terms."""
+    torch.set_default_dtype(torch.float32)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.allow_tf32 = False
+    torch.set_float32_matmul_precision("highest")
+
+
 def load_task(source: str, name: str) -> types.ModuleType:
     """Execute a task's source as a fresh module (task code is trusted)."""
     filename = f"<task {name}>"

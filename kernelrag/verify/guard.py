@@ -94,9 +94,7 @@ class Guard:
     # ------------------------------------------------------------ setup
     @staticmethod
     def _pin_flags() -> None:
-        torch.backends.cuda.matmul.allow_tf32 = False
-        torch.backends.cudnn.allow_tf32 = False
-        torch.set_float32_matmul_precision("highest")
+        correctness.pin_fp32_semantics()
 
     @staticmethod
     def _read_flags() -> dict[str, Any]:

@@ -255,10 +255,8 @@ def prepare(job: dict[str, Any]) -> tuple[Reference | None, dict[str, Any]]:
     device = job["device"]
     if device == "cuda" and not torch.cuda.is_available():
         return None, {"ok": False, "kind": "no_cuda", "error": "torch.cuda.is_available() is False"}
-    torch.set_default_dtype(torch.float32)      # a previous task may have changed global state
+    C.pin_fp32_semantics()                      # a previous task may have changed global state
     torch.set_grad_enabled(True)
-    torch.backends.cuda.matmul.allow_tf32 = False
-    torch.backends.cudnn.allow_tf32 = False
     ref = Reference(job)
     try:
         primary = ref.choose("primary", job["primary"], job["budget_primary"])
@@ -300,10 +298,8 @@ class Prepared:
         key = job_key(job)
         t0 = time.monotonic()
         if key in self.kept:
-            torch.set_default_dtype(torch.float32)
+            C.pin_fp32_semantics()
             torch.set_grad_enabled(True)
-            torch.backends.cuda.matmul.allow_tf32 = False
-            torch.backends.cudnn.allow_tf32 = False
             self.kept.move_to_end(key)
             ref, message = self.kept[key]
             return ref, dict(message, reused=True, seconds={"reference_build": time.monotonic() - t0})
