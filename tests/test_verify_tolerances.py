@@ -4,7 +4,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from kernelrag.verify.tolerances import TOLERANCES, compare, tolerance_for
+from kernelrag.verify.tolerances import TOLERANCES, compare, slack_of, tolerance_for
 
 FP32 = TOLERANCES["float32"]
 
@@ -128,6 +128,31 @@ def test_an_element_where_pytorchs_rounding_cancelled_asks_only_pytorchs_typical
                        ref, tol, slack).passed     # 5x less accurate than PyTorch on the whole: rejected
     for fake in (torch.zeros(n), ref.flip(0).float(), (ref * 1.01).float()):
         assert not compare(fake, ref, tol, slack).passed
+
+
+def test_a_clamp_that_saturates_almost_every_output_keeps_pytorchs_typical_accuracy_as_floor():
+    """Large inputs to a GEMM and a clamp: 99.9% of the outputs sit exactly on a bound, where
+    PyTorch's error is 0, and the few kept ones carry the GEMM's rounding. The floor comes
+    from the rounded elements, so an equally accurate kernel passes there, while a far less
+    accurate one and a wrong value at a saturated element still fail."""
+    g = torch.Generator().manual_seed(2)
+    n, kept, sigma = 1_000_000, 700, 3e-4
+    ref = torch.full((n,), 0.5, dtype=torch.float64)
+    ref[::2] = -0.5
+    idx = torch.randperm(n, generator=g)[:kept]
+    ref[idx] = torch.rand(kept, generator=g, dtype=torch.float64) - 0.5
+    native, kernel = ref.clone(), ref.clone()
+    native[idx] += sigma * torch.randn(kept, generator=g, dtype=torch.float64)
+    native[idx[::10]] = ref[idx[::10]]                       # where cuBLAS's rounding cancelled
+    kernel[idx] += sigma * torch.randn(kept, generator=g, dtype=torch.float64)
+    tol, slack = FP32, slack_of(native, ref)
+    assert compare(kernel.float(), ref, tol, slack).passed
+    wrong = kernel.clone()
+    wrong[1] = 0.45                                          # a saturated element off by 0.05
+    assert not compare(wrong.float(), ref, tol, slack).passed
+    sloppy = ref.clone()
+    sloppy[idx] += 20 * sigma * torch.randn(kept, generator=g, dtype=torch.float64)
+    assert not compare(sloppy.float(), ref, tol, slack).passed    # 20x PyTorch's error where it rounds
 
 
 def test_the_relative_norm_bound_widens_with_pytorchs_own_whole_output_error_only():
