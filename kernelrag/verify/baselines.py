@@ -2,11 +2,12 @@
 
 A task's baseline is compiled as soon as the session first sees the task (or is told
 about it ahead, ``Baselines.start``), in a reference process of its own, while the
-task's first candidate imports and runs its correctness trials. Building the model and
-the compiled code's first call are untimed GPU work and share the GPU
-(``GpuGate.shared``); inductor's compilation in between holds nothing, so it never keeps
-a candidate from timing; the 100 calls interleaved with eager that give the figure have
-the GPU alone (``GpuGate.exclusive``), like a candidate's timing. A
+task's first candidate imports and runs its correctness trials. Building the model is
+untimed GPU work and shares the GPU (``GpuGate.shared``); inductor's compilation holds
+nothing, so it never keeps a candidate from timing; from the compiled code's first call
+(where inductor may benchmark configurations of its own, which other work on the GPU
+would skew) through the 100 calls interleaved with eager that give the figure, the
+baseline has the GPU alone (``GpuGate.exclusive``), like a candidate's timing. A
 candidate that reaches timing waits for its task's baseline (``Baselines.wait``) before it
 asks for the GPU, so the two never overlap and no one waits while holding the GPU.
 
@@ -30,9 +31,11 @@ TIME_TIMEOUT_S = 300.0
 
 
 def compiles_at_once() -> int:
-    """torch.compile runs at once: each uses about one core (one inductor compile thread per
-    worker) for 20-40 s on a GPU host, so a 16-core host takes 4 beside its candidates."""
-    return max(2, min(4, (os.cpu_count() or 8) // 4))
+    """torch.compile runs at once: each uses at most one core (one inductor compile thread per
+    worker) and spends much of its time waiting for the GPU, so a 16-core host takes 8 beside
+    its candidates (with 4, a suite's baselines queued 18 s each on the H200, 2026-12-02,
+    with the host's load average under 3)."""
+    return max(2, min(8, (os.cpu_count() or 8) // 2))
 
 
 
@@ -88,7 +91,8 @@ class Baselines:
             return {k: dict(e.result) for k, e in self._entries.items() if e.done.is_set() and e.result}
 
     def _measure(self, entry: _Entry, source: str, seed: int, tolerance: Any) -> None:
-        ref, healthy, result, stamps = None, False, {}, {}
+        ref, healthy, result, stamps = None, False, {}, {"gpu_wait": 0.0}
+        held: list[str] = []                 # what this baseline holds of the gate
         try:
             with self._compiles:
                 stamps["queued"] = time.monotonic() - entry.started
@@ -96,25 +100,21 @@ class Baselines:
                 ref = self._take_ref()
                 stamps["reference_process"] = time.monotonic() - t0
                 t0 = time.monotonic()
-                compiled = self._compile(ref, source, seed, tolerance)
-                stamps["compile_step"] = time.monotonic() - t0
+                compiled = self._compile(ref, source, seed, tolerance, held, stamps)
+                stamps["compile_step"] = time.monotonic() - t0 - stamps["gpu_wait"]
             if compiled is None:
                 result = {"compile": None, "error": f"the reference process gave no compiled baseline "
                                                     f"({ref.describe()})"}
             elif not compiled.get("compiled"):
                 result, healthy = _strip(compiled), True
             else:
+                if held != ["exclusive"]:     # a compiled graph that never asked for the GPU
+                    self._hold(held, "exclusive", stamps)
                 t0 = time.monotonic()
-                self.gate.exclusive()
-                stamps["gpu_wait"] = time.monotonic() - t0
-                t0 = time.monotonic()
-                try:
-                    ref.send({"cmd": "baseline_time", "iters": 100})
-                    timed = ref.recv(time.monotonic() + TIME_TIMEOUT_S)
-                    if timed is None:          # stop it now: it must not run on the GPU after we let go
-                        ref.kill()
-                finally:
-                    self.gate.release("exclusive")
+                ref.send({"cmd": "baseline_time", "iters": 100})
+                timed = ref.recv(time.monotonic() + TIME_TIMEOUT_S)
+                if timed is None:          # stop it now: it must not run on the GPU after we let go
+                    ref.kill()
                 healthy = timed is not None
                 result = _strip(timed) if timed is not None else {
                     "compile": None, "error": "the reference process gave no torch.compile baseline"}
@@ -123,6 +123,7 @@ class Baselines:
         except Exception as exc:   # noqa: BLE001 - candidates are then timed without a compile figure
             result = {"compile": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
         finally:
+            self._hold(held, None, stamps)
             if ref is not None:
                 self._give_ref(ref, healthy)
             result["measured_s"] = time.monotonic() - entry.started
@@ -130,31 +131,38 @@ class Baselines:
             entry.result = result
             entry.done.set()
 
+    def _hold(self, held: list[str], state: str | None, stamps: dict[str, float]) -> None:
+        """Release what ``held`` names, then take ``state`` of the gate (None: nothing), adding
+        the wait to ``stamps["gpu_wait"]``."""
+        while held:
+            self.gate.release(held.pop())
+        if state is not None:
+            t0 = time.monotonic()
+            getattr(self.gate, state)()
+            held.append(state)
+            stamps["gpu_wait"] += time.monotonic() - t0
 
-    def _compile(self, ref: Any, source: str, seed: int, tolerance: Any) -> dict[str, Any] | None:
-        """The compile step: GPU shared while the model is built and while the compiled code
-        first runs, nothing held while inductor compiles (minutes at worst)."""
+    def _compile(self, ref: Any, source: str, seed: int, tolerance: Any, held: list[str],
+                 stamps: dict[str, float]) -> dict[str, Any] | None:
+        """The compile step: the GPU shared while the model is built, nothing held while inductor
+        compiles (minutes at worst), and the GPU alone from the compiled code's first call (where
+        inductor may benchmark its own configurations) on, kept for the timing that follows."""
         deadline = time.monotonic() + COMPILE_TIMEOUT_S
-        self.gate.shared()
-        held = True
-        try:
-            ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance})
-            while True:
-                message = ref.recv(deadline)
-                phase = (message or {}).get("phase")
-                if phase == "built" and held:
-                    self.gate.release("shared")
-                    held = False
-                elif phase == "need_gpu":
-                    if not held:
-                        self.gate.shared()
-                        held = True
-                    ref.send({"cmd": "gpu"})
-                elif phase is None:
-                    return message
-        finally:
-            if held:
-                self.gate.release("shared")
+        self._hold(held, "shared", stamps)
+        ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance})
+        while True:
+            message = ref.recv(deadline)
+            phase = (message or {}).get("phase")
+            if phase == "built":
+                self._hold(held, None, stamps)
+            elif phase == "need_gpu":
+                if held != ["exclusive"]:
+                    self._hold(held, "exclusive", stamps)
+                ref.send({"cmd": "gpu"})
+            elif phase is None:
+                if message is None or not message.get("compiled"):
+                    self._hold(held, None, stamps)
+                return message
 
 
 def _strip(message: dict[str, Any]) -> dict[str, Any]:

@@ -36,6 +36,8 @@ one is timed.
 """
 from __future__ import annotations
 
+import collections
+import itertools
 import os
 import secrets
 import threading
@@ -56,28 +58,47 @@ COMPILE_MODES = ("cached", "interleaved")
 
 
 class GpuGate:
-    """A readers-writer lock over the GPU.
+    """A fair readers-writer lock over the GPU.
 
-    ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone
-    (waiting writers go first). ``release(state)`` gives either back.
+    ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone.
+    ``release(state)`` gives either back. Requests are served in arrival order: a shared
+    request waits only for exclusive ones that came before it, and an exclusive one for
+    everything before it. With a writer first, a steady stream of timings kept every
+    baseline's untimed first call (and so its compile figure) waiting for a gap for minutes
+    on the H200 (2026-12-02); in order, each waits for those ahead of it only.
     """
 
     def __init__(self):
         self._cond = threading.Condition()
-        self._readers = self._waiting = 0
+        self._readers = 0
         self._writer = False
+        self._queue: collections.deque[tuple[int, str]] = collections.deque()
+        self._tickets = itertools.count()
+
+    def _turn(self, ticket: tuple[int, str]) -> bool:
+        if self._writer:
+            return False
+        if ticket[1] == "exclusive":
+            return self._queue[0] == ticket and not self._readers
+        return all(kind == "shared" for _, kind in itertools.takewhile(lambda t: t != ticket, self._queue))
+
+    def _wait(self, kind: str) -> None:
+        with self._cond:
+            ticket = (next(self._tickets), kind)
+            self._queue.append(ticket)
+            self._cond.wait_for(lambda: self._turn(ticket))
+            self._queue.remove(ticket)
+            if kind == "exclusive":
+                self._writer = True
+            else:
+                self._readers += 1
+            self._cond.notify_all()          # the shared requests behind this one may go too
 
     def shared(self) -> None:
-        with self._cond:
-            self._cond.wait_for(lambda: not self._writer and not self._waiting)
-            self._readers += 1
+        self._wait("shared")
 
     def exclusive(self) -> None:
-        with self._cond:
-            self._waiting += 1
-            self._cond.wait_for(lambda: not self._writer and not self._readers)
-            self._waiting -= 1
-            self._writer = True
+        self._wait("exclusive")
 
     def release(self, state: str) -> None:
         with self._cond:

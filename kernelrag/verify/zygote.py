@@ -156,6 +156,7 @@ def serve() -> int:
     from kernelrag.verify import correctness, guard, measure, tolerances, worker  # noqa: F401
     if os.environ.get("CUDA_VISIBLE_DEVICES") != "":
         from kernelrag.verify import ceilings, launch, timing  # noqa: F401 - module level only: no CUDA call
+        import torch._dynamo  # noqa: F401 - the guard imports it on a GPU (2-6 s); no CUDA call
 
     worker.die_with_parent()
     cuda = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
