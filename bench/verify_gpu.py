@@ -357,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
     from kernelrag.verify import VerifySession
 
     with VerifySession(device="cuda", timeout_s=args.verify_timeout_s) as session:
+        for task in dict.fromkeys(str(c["task"]) for c, _ in todo):   # every task's baseline, 8 at once
+            session.prefetch(Path(task).read_text())
         chunk = 2 * session.workers
         for at in range(0, len(todo), chunk):
             if left() < 60:
