@@ -75,6 +75,7 @@ def test_fixture_task_lowers_and_matches(task, templates):
     ("conv2d_batch_norm_eval_relu", ["conv"]),                   # the whole batch norm in the epilogue
     ("batch_norm_eval_relu", ["channelwise"]),
     ("adaptive_avg_pool2d_linear", ["pool", "gemm"]),            # a global pool: many short rows per program
+    ("linear_l2_normalize", ["gemm", "rowwise"]),                # N = 1024, K = 2048: the norm in a second pass
 ])
 def test_suite_task_lowers_and_matches(task, templates):
     run_lowered(SUITE / f"{task}.py", templates)
@@ -90,6 +91,18 @@ def test_fusion_plan_is_one_kernel_for_a_gemm_chain():
     draft = lower((TASKS / "gemm_bias_gelu_residual.py").read_text(), "gemm_bias_gelu_residual")
     assert draft.reason.count("[tf32x3]") == 1 and "linear > gelu > add" in draft.reason
     assert "epilogue_fusion" in draft.transformations and "tf32x3" in draft.transformations
+
+
+def test_a_row_reduction_joins_the_gemm_tile_only_while_the_tile_stays_wide():
+    """One tile must span the reduced row: at N = 1024 and a long K the GEMM writes y + b and a
+    row kernel normalises it (the GEMM would otherwise keep y * y in its region while y itself
+    is needed outside, and run 16-row tiles); a narrow row, or a short K, stays in the tile."""
+    source = (SUITE / "linear_l2_normalize.py").read_text()
+    wide = lower(source, "l2")
+    assert wide.ok and "gemm: linear [tf32x3]; rowwise: normalize" in wide.reason, wide.reason
+    for sizes in (("embed_dim = 1024", "embed_dim = 128"), ("in_features = 2048", "in_features = 256")):
+        narrow = lower(source.replace(*sizes), "l2_narrow")
+        assert narrow.ok and narrow.reason.count("gemm:") == 1 and "rowwise" not in narrow.reason, narrow.reason
 
 
 def test_unsupported_einsum_says_why():

@@ -47,7 +47,29 @@ def sink_views(graph: Graph) -> None:
 
 
 def partition(graph: Graph) -> list[Region | ViewStep]:
+    """The regions and view steps of ``graph``. A template that writes only its region's last
+    value (``single_output``) can absorb a node greedily that leaves an earlier value needed
+    outside (the GEMM took ``y * y`` of an L2 norm whose row sum it could not hold, while the
+    division needed ``y`` itself): the node after the first escaping value then opens the next
+    region instead, and the graph is partitioned again."""
     sink_views(graph)
+    stops: set[int] = set()
+    while True:
+        steps = _partition(graph, stops)
+        cut = next((c for c in map(_first_past_escape, steps) if c is not None and c not in stops), None)
+        if cut is None:
+            return steps
+        stops.add(cut)
+
+
+def _first_past_escape(step: "Region | ViewStep") -> int | None:
+    if not isinstance(step, Region) or not getattr(step.template, "single_output", False):
+        return None
+    first = min((step.nodes.index(o) for o in step.outputs), default=len(step.nodes) - 1)
+    return step.nodes[first + 1] if first + 1 < len(step.nodes) else None
+
+
+def _partition(graph: Graph, stops: set[int]) -> list[Region | ViewStep]:
     steps: list[Region | ViewStep] = []
     open_region: Region | None = None
     placed: dict[int, Region] = {}
@@ -69,6 +91,8 @@ def partition(graph: Graph) -> list[Region | ViewStep]:
             else:
                 steps.append(ViewStep(node.id))
             continue
+        if open_region is not None and node.id in stops:
+            open_region = None
         if open_region is not None:
             partial = getattr(open_region.template, "row_partial", None)
             part = partial(graph, open_region, node) if partial else None

@@ -41,6 +41,7 @@ def _outside_value(graph: Graph, i: int, domain: tuple[int, ...]) -> bool:
 
 class _AnchoredTemplate:
     anchor_op = ""
+    single_output = True     # the launcher writes the region's last value only (see ``partition``)
 
     def opens(self, graph: Graph, node: Node) -> bool:
         return node.op == self.anchor_op

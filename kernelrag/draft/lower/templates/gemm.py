@@ -12,9 +12,10 @@ whose docstrings teach them. This module decides what joins a GEMM region:
   ``self.scale``, which the kernel takes by value): one pass over registers instead of
   one HBM round trip of the output each;
 * reductions across N (sum, mean, max, min, and what softmax, log-softmax and
-  logsumexp decompose into) while the traced N fits one tile (<= 1024 columns): the
-  row never leaves registers. A wider row closes the region and the reduction
-  template reads the product back (a second pass);
+  logsumexp decompose into) while one tile spanning the traced N stays efficient
+  (``fuses_row``: up to 128 columns, or 1024 when K is short): the row never leaves
+  registers. A wider row closes the region and the reduction template reads the
+  product back (a second pass);
 * a final ``tril`` / ``triu`` of the output, which also skips every tile wholly
   outside the triangle.
 """
@@ -26,7 +27,19 @@ from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
 from kernelrag.draft.lower.ir import Graph, Node, broadcast
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 
-MAX_ROW = 1024          # widest row a fused reduction holds in one tile
+MAX_ROW = 1024          # widest row a fused reduction holds in one tile (the launcher's limit)
+WIDE_ROW = 128          # past this N, the tile that spans a row is thin (BLOCK_M = 8192 // N) ...
+SHORT_K = 512           # ... and pays only where K is short, the GEMM bound by the stores it saves
+
+
+def fuses_row(n: int, k: int) -> bool:
+    """Whether a reduction across N joins the GEMM's tile. One tile must span the row, so
+    past ``WIDE_ROW`` columns its BLOCK_M shrinks (16 rows at N = 1024, each program
+    reading all of B): linear_l2_normalize's fp32 GEMM ran at 20 TFLOP/s so, against the
+    78 of the same GEMM whose wider row went to a second pass (H200, 2026-12-02). The
+    second pass costs one more write and read of the output, about 100 / K of a tf32x3
+    GEMM's time: small for a long K, a multiple of it for a short one."""
+    return n <= WIDE_ROW or (n <= MAX_ROW and k <= SHORT_K)
 _ROW_REDUCE = {"sum", "mean", "max", "min"}
 
 
@@ -96,6 +109,7 @@ class GemmTemplate:
     straight to the MMA, fp32 accumulation)."""
     name = "gemm"
     family = "gemm"
+    single_output = True     # the launcher writes the region's last value only (see ``partition``)
     variants = ("tf32x3", "bf16x6", "ieee", "tensor_cores")
     fp32_variants = ("tf32x3", "bf16x6", "ieee")
 
@@ -111,7 +125,8 @@ class GemmTemplate:
             if node.op != "matmul":
                 return False
             region.domain = node.shape
-            st.update(anchor=node.id, reduced=False, closed=False,
+            a_shape = graph[node.inputs[0]].shape
+            st.update(anchor=node.id, reduced=False, closed=False, k=a_shape[-1] if a_shape else 1,
                       vector_b=len(graph[node.inputs[1]].shape) == 1)
             return True
         if st["closed"] or not region.domain:
@@ -131,7 +146,7 @@ class GemmTemplate:
             return ok
         if node.op == "reduce":
             ok = (node.inputs[0] in inside and node.args["fn"] in _ROW_REDUCE and len(domain) >= 2
-                  and tuple(node.args["dims"]) == (len(domain) - 1,) and domain[-1] <= MAX_ROW
+                  and tuple(node.args["dims"]) == (len(domain) - 1,) and fuses_row(domain[-1], st["k"])
                   and not st["vector_b"] and node.shape == row)
             if ok:
                 st["reduced"] = True
