@@ -20,10 +20,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import shutil
 import threading
 import time
+from pathlib import Path
 from typing import Any, Callable
 
+from kernelrag.verify import compile_cache, isolation
 from kernelrag.verify.processes import in_background
 
 COMPILE_TIMEOUT_S = 600.0     # torch.compile of a large model can take minutes on a busy host
@@ -57,8 +60,10 @@ class Baselines:
     borrow and return a reference process of the session.
     """
 
-    def __init__(self, gate: Any, take_ref: Callable[[], Any], give_ref: Callable[[Any, bool], None]):
+    def __init__(self, gate: Any, take_ref: Callable[[], Any], give_ref: Callable[[Any, bool], None],
+                 cache_root: Path | None = None):
         self.gate, self._take_ref, self._give_ref = gate, take_ref, give_ref
+        self.cache_root = cache_root      # compiled baselines kept across sessions (``compile_cache``)
         self._entries: dict[str, _Entry] = {}
         self._lock = threading.Lock()
         self._compiles = threading.Semaphore(compiles_at_once())
@@ -120,6 +125,7 @@ class Baselines:
                     "compile": None, "error": "the reference process gave no torch.compile baseline"}
                 result["exclusive_s"] = stamps["timing"] = time.monotonic() - t0
                 result.setdefault("seconds", {}).update(compile=(compiled.get("seconds") or {}).get("compile"))
+                result["compile_cache"] = compiled.get("cache")
         except Exception as exc:   # noqa: BLE001 - candidates are then timed without a compile figure
             result = {"compile": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
         finally:
@@ -148,21 +154,36 @@ class Baselines:
         compiles (minutes at worst), and the GPU alone from the compiled code's first call (where
         inductor may benchmark its own configurations) on, kept for the timing that follows."""
         deadline = time.monotonic() + COMPILE_TIMEOUT_S
-        self._hold(held, "shared", stamps)
-        ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance})
-        while True:
-            message = ref.recv(deadline)
-            phase = (message or {}).get("phase")
-            if phase == "built":
-                self._hold(held, None, stamps)
-            elif phase == "need_gpu":
-                if held != ["exclusive"]:
-                    self._hold(held, "exclusive", stamps)
-                ref.send({"cmd": "gpu"})
-            elif phase is None:
-                if message is None or not message.get("compiled"):
+        offered = compile_cache.offer(self.cache_root, source, isolation.exchange_base())
+        try:
+            self._hold(held, "shared", stamps)
+            ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance,
+                      "cache": str(offered) if offered else None})
+            while True:
+                message = ref.recv(deadline)
+                phase = (message or {}).get("phase")
+                if phase == "built":
                     self._hold(held, None, stamps)
-                return message
+                elif phase == "need_gpu":
+                    if held != ["exclusive"]:
+                        self._hold(held, "exclusive", stamps)
+                    ref.send({"cmd": "gpu"})
+                elif phase is None:
+                    if message is None or not message.get("compiled"):
+                        self._hold(held, None, stamps)
+                    if message is not None:
+                        message["cache"] = self._keep(source, message.get("cache"))
+                    return message
+        finally:
+            if offered is not None:
+                shutil.rmtree(offered, ignore_errors=True)
+
+    def _keep(self, source: str, packed: Any) -> dict[str, Any]:
+        """Store the compile's files for the next session; what the verdict says of the cache."""
+        if not isinstance(packed, dict):
+            return {"hit": False, "stored": 0}
+        hit = packed.get("hit") is True
+        return {"hit": hit, "stored": 0 if hit else compile_cache.store(self.cache_root, source, packed)}
 
 
 def _strip(message: dict[str, Any]) -> dict[str, Any]:

@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from kernelrag.verify import correctness as C
+from kernelrag.verify import compile_cache, correctness as C
 from kernelrag.verify.tolerances import tolerance_for
 
 
@@ -49,13 +49,21 @@ def _gated_inductor(gm: Any, example_inputs: list) -> Any:
     return run
 
 
+def _cache_tag() -> str:
+    import triton
+
+    return compile_cache.tag(torch.__version__, triton.__version__, torch.cuda.get_device_name())
+
+
 class Baseline:
     """The torch.compile baseline of one task, in two steps the parent schedules apart:
     ``compile`` (build the model and inputs: untimed GPU work; "built"; compile with
     inductor: no GPU work, so nothing held; "need_gpu", then after the parent's "gpu" the
-    first call at the task's sizes: untimed GPU work again) and ``time`` (100 calls
+    first call at the task's sizes, with the GPU alone) and ``time`` (100 calls
     interleaved with eager, with the GPU to itself). The compiled model lives here between
-    the two, never elsewhere.
+    the two, never elsewhere. Inductor's and Triton's cache files from an earlier session's
+    compile of the same task, when the parent offers them, are loaded first, and a fresh
+    compile's files go back to the parent for the next session (``compile_cache``).
 
     The timing code is the candidates' own (``timing.time_against_baselines``, the compiled
     model in the candidate's seat); its integrity findings are kept as warnings only, since
@@ -89,9 +97,15 @@ class Baseline:
             torch.cuda.synchronize()
             _GPU_GRANTED.clear()
             send({"phase": "built"})          # the GPU is not needed while inductor compiles
+            dirs, name = compile_cache.cache_dirs(), _cache_tag()
+            hit = compile_cache.restore(cmd.get("cache"), name, dirs)   # an earlier session's compile
+            before = compile_cache.snapshot(dirs)
             compiled = torch.compile(model, backend=_gated_inductor)
             out = compiled(*inputs)
             torch.cuda.synchronize()
+            kept = {"hit": hit}
+            if not hit:                       # the files this compile wrote, for the next session
+                kept.update(compile_cache.pack(dirs, compile_cache.added(dirs, before), name) or {})
         except Exception as exc:   # noqa: BLE001 - said in the verdict of every candidate
             self.drop()
             return {"ok": True, "compile": None, "error": f"{type(exc).__name__}: {exc}"[:300],
@@ -102,7 +116,7 @@ class Baseline:
         floats = [o.dtype for o in outs if o.is_floating_point()] or [torch.float32]
         rel_norm = 2 * max(tolerance_for(d, cmd.get("tolerance")).rel_norm for d in floats)
         self.held = {"compiled": compiled, "model": model, "make_inputs": make_inputs, "rel_norm_tol": rel_norm}
-        return {"ok": True, "compiled": True, "seconds": {"compile": time.monotonic() - t0}}
+        return {"ok": True, "compiled": True, "seconds": {"compile": time.monotonic() - t0}, "cache": kept}
 
     def time(self, cmd: dict[str, Any]) -> dict[str, Any]:
         from kernelrag.verify.timing import time_against_baselines

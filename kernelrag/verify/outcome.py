@@ -243,6 +243,8 @@ def _cached_compile(v: Verdict, baseline: dict) -> None:
     if isinstance(stages, dict) and isinstance(baseline.get("measured_s"), (int, float)):
         parts = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for k, v in stages.items() if isinstance(v, (int, float)))
         v.compile_source += f"; the baseline took {baseline['measured_s']:.1f} s ({parts})"
+    if (baseline.get("compile_cache") or {}).get("hit"):
+        v.compile_source += "; its compiled code came from an earlier session's cache (timed afresh)"
     if abs(drift - 1.0) > 0.1:
         v.warnings.append(f"eager PyTorch ran x{drift:.2f} its time at the torch.compile baseline's measurement: "
                           "the GPU's state changed; the compile speedup is less certain")

@@ -146,8 +146,10 @@ class VerifySession:
         self.prestart = (self.resolved == "cuda" or not zygotes_enabled()) if prestart is None else bool(prestart)
         self.compile_baseline = compile_baseline
         self.gate = GpuGate()
+        cache = _cache_dir(cache_dir, self.resolved)
         self.baselines = Baselines(self.gate, lambda: self._take_ref("cuda"),
-                                   lambda server, ok: self._give_ref("cuda", server, ok))
+                                   lambda server, ok: self._give_ref("cuda", server, ok),
+                                   cache_root=Path(cache) / "baselines" if cache else None)
         self._lock = threading.Lock()
         self._refs: dict[str, list] = {}
         self._slots: list[Slot] = []
