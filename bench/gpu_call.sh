@@ -13,7 +13,9 @@ work=/tmp/kr-gpu; mkdir -p "$work"
 export PYTHONUNBUFFERED=1 PYTHONPATH=. KERNELRAG_HOME=$work/home
 # The GPU machine starts bare each session: its memory (the graph's evidence and the
 # tuning cache of timed configurations) is carried in bench/home-h200/ and restored once
-# per machine, as a user's KERNELRAG_HOME persists (KR_HOME_FROM= starts it empty).
+# per machine, as a user's KERNELRAG_HOME persists (KR_HOME_FROM= starts it empty). The
+# compiled torch.compile baselines (bench/home-h200/cache/baselines/, ignored by git) travel
+# only when the device call names them in its carry.
 home_from=${KR_HOME_FROM-bench/home-h200}
 if [ -n "$home_from" ] && [ -d "$home_from" ] && [ ! -d "$work/home" ]; then
   mkdir -p "$work/home" && cp -r "$home_from"/. "$work/home"/ && echo "memory restored from $home_from"
@@ -39,5 +41,10 @@ for step in "$@"; do
     *) echo "unknown step $name" ;;
   esac
 done
-tar czf "$out/results.tgz" -C "$work" .
+# The compiled baselines (binary, tens of MB) come back apart, in parts under the device
+# tool's 16 MiB a file; restore them with: cat baselines.tgz.part-* | tar xz -C bench/home-h200/cache
+tar czf "$out/results.tgz" -C "$work" --exclude=./home/cache/baselines .
+if [ -d "$work/home/cache/baselines" ]; then
+  tar czf - -C "$work/home/cache" baselines | split -b 15m -d -a 1 - "$out/baselines.tgz.part-"
+fi
 ls -la "$out"
