@@ -16,21 +16,22 @@ def _mul_combine(a, b):
     # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
     return a * b
 '''
-NAN_EXTREMES = '''@triton.jit
+NAN_EXTREMES = {"max": '''@triton.jit
 def _nan_max(a, b):
     # max as torch computes it, a NaN wins: tl.maximum and tl.max drop NaNs on a GPU
     return tl.where((a != a) | (b != b), float("nan"), tl.maximum(a, b))
-
-
-@triton.jit
+''', "min": '''@triton.jit
 def _nan_min(a, b):
+    # min as torch computes it, a NaN wins: tl.minimum and tl.min drop NaNs on a GPU
     return tl.where((a != a) | (b != b), float("nan"), tl.minimum(a, b))
-'''
+'''}
 
 
 def helpers(w: "_Writer") -> list[str]:
-    """The combine functions a region's kernels call, emitted once before them."""
-    return ([MUL_COMBINE] if w.uses_prod else []) + ([NAN_EXTREMES] if w.uses_extremes else [])
+    """The combine functions a region's kernels call, emitted once before them (only those
+    called: the verifier's static check warns about a kernel that is never launched)."""
+    return ([MUL_COMBINE] if w.uses_prod else []) + [NAN_EXTREMES[fn] for fn in ("max", "min")
+                                                     if fn in w.uses_extremes]
 
 
 class _Writer:
@@ -46,8 +47,8 @@ class _Writer:
         self.outs = region.outputs
         self.inside = set(region.nodes)
         self.uses_prod = any(graph[n].args.get("fn") in ("prod", "cumprod") for n in region.nodes)
-        self.uses_extremes = any(graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")
-                                 for n in region.nodes)
+        self.uses_extremes = {graph[n].args.get("fn") for n in region.nodes
+                              if graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")}
 
     def frame(self, nid: int) -> str | None:
         return self.frames.get(nid) or self.load_frame.get(nid)
