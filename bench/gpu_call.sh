@@ -6,7 +6,8 @@
 # session), gemm (bench/fp32_gemm.py: fp32 paths, config search, tf32x3 skills), suite (the
 # benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present),
 # isolation (bench/isolation_overhead.py: the sandbox's cost per verification), verifygpu
-# (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier).
+# (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
+# (bench/conv_variants.py: the conv template's layouts side by side).
 set -u
 out=$1; shift
 work=/tmp/kr-gpu; mkdir -p "$work"
@@ -38,6 +39,8 @@ for step in "$@"; do
                   --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
     verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
                   --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
+    convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
+                  --evidence "$work/home/evidence-conv.jsonl" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done

@@ -60,18 +60,19 @@ def small_task(forward: str, body: str, inputs: str) -> str:
             + f"def get_inputs():\n    return [{inputs}]\n\ndef get_init_inputs():\n    return []\n")
 
 
-@pytest.mark.parametrize("task,default,refused", [
-    ("depthwise_conv1d_causal_silu", ("direct",), ("implicit_gemm",)),
-    ("depthwise_separable_conv2d_relu6", ("direct", "implicit_gemm"), ("implicit_gemm", "implicit_gemm")),
-    ("conv2d_bias_relu", ("implicit_gemm",), ("direct",)),
-    ("conv_transpose2d_bias_silu", ("implicit_gemm",), ("direct",)),
+@pytest.mark.parametrize("task,default,others,refused", [
+    ("depthwise_conv1d_causal_silu", ("direct",), [], ("implicit_gemm",)),
+    ("depthwise_separable_conv2d_relu6", ("direct", "implicit_gemm"), [("direct", "channels_last")],
+     ("implicit_gemm", "implicit_gemm")),
+    ("conv2d_bias_relu", ("implicit_gemm",), [("channels_last",)], ("direct",)),
+    ("conv_transpose2d_bias_silu", ("implicit_gemm",), [], ("direct",)),     # channels-last: ordinary convs only
 ])
-def test_conv_variants_by_group_gemm_shape(task, default, refused):
+def test_conv_variants_by_group_gemm_shape(task, default, others, refused):
     """The default matches; the hopeless variant for the shape is never offered, so evidence
     for the pattern cannot rank it first, and asking for it names why."""
     source = (SUITE / f"{task}.py").read_text()
     combos = variant_choices(source)
-    assert combos == [default]
+    assert combos == [default, *others]
     assert f"[{default[0]}]" in check(source, task, default)
     forced = lower(source, task, refused)
     assert not forced.ok and ("mostly padding" in forced.reason or "CUDA cores" in forced.reason), forced.reason
@@ -186,3 +187,13 @@ def test_evidence_ranks_the_new_variants():
     assert lower_order(conv, pattern, _Graph({"implicit_gemm": 0.8, "direct_convolution": 0.1})) == conv[::-1]
     gemm = [("tf32x3",), ("ieee",)]
     assert lower_order(gemm, pattern, _Graph({"tf32x3": 0.1, "ieee_fp32_dot": 0.6})) == gemm[::-1]
+
+
+@pytest.mark.parametrize("task", ["conv2d_gelu_residual", "conv3d_group_norm_silu", "conv2d_relu_max_pool2d",
+                                  "conv2d_batch_norm_eval_relu"])
+def test_the_channels_last_variant_of_each_suite_conv_matches(task):
+    """Offered beside the default for ordinary convolutions of 16 or more channels per group:
+    the graph's evidence from a GPU run then decides between the two layouts."""
+    source = (SUITE / f"{task}.py").read_text()
+    combo = next(c for c in variant_choices(source) if "channels_last" in c)
+    assert "[channels_last" in check(source, task, combo)

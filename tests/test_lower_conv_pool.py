@@ -35,9 +35,10 @@ CONV_T = {1: F.conv_transpose1d, 2: F.conv_transpose2d, 3: F.conv_transpose3d}
     (2, (3, 3), (2, 2), (0, 0), (1, 1), 4, 4, 8, (9, 8)),             # depthwise, channel multiplier 2
     (3, (3, 2, 3), (1, 2, 1), (1, 0, 1), (1, 1, 2), 1, 2, 4, (5, 6, 7)),
 ])
-def test_convolution(dims, ks, stride, pad, dil, groups, cin, cout, size):
+@pytest.mark.parametrize("channels_last", [False, True])
+def test_convolution(dims, ks, stride, pad, dil, groups, cin, cout, size, channels_last):
     torch.manual_seed(0)
-    conv = load(render_conv(ConvSpec(dims, ks, stride, pad, dil, groups)))
+    conv = load(render_conv(ConvSpec(dims, ks, stride, pad, dil, groups, channels_last=channels_last)))
     x, w = torch.randn(2, cin, *size), torch.randn(cout, cin // groups, *ks)
     ref = CONV[dims](x.double(), w.double(), None, stride, pad, dil, groups)
     out = conv(x, w)
@@ -177,6 +178,28 @@ def test_per_channel_and_full_extras_both_load_right(direct):
     ref = conv * scale.double() + res.double()
     out = load(rendered)(x, w, b.view(8, 1, 1), scale, res)
     assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
+@pytest.mark.parametrize("memory_format", [torch.contiguous_format, torch.channels_last])
+def test_channels_last_conv_with_an_epilogue_over_wide_channel_groups(memory_format):
+    """Two groups of 20 input channels (K steps straddle taps and groups' ends), bias, ReLU
+    and a residual; an input already channels-last is read as it is (no transpose pass)."""
+    torch.manual_seed(4)
+    epilogue = steps_code((Step("add", ("acc", "e0")), Step("relu", ("acc",)), Step("add", ("acc", "e1"))))
+    rendered = render_conv(ConvSpec(2, (3, 3), (2, 1), (1, 1), (1, 2), groups=2, epilogue=epilogue, n_extra=2,
+                                    channels_last=True))
+    assert "channels_last" in rendered.transformations and "k_major(" in rendered.source
+    x = torch.randn(2, 40, 9, 11).contiguous(memory_format=memory_format)
+    w, b = torch.randn(12, 20, 3, 3), torch.randn(12)
+    ref = torch.relu(F.conv2d(x.double(), w.double(), b.double(), (2, 1), 1, (1, 2), 2))
+    res = torch.randn(ref.shape)
+    out = load(rendered)(x, w, b.view(12, 1, 1), res)
+    assert (out.double() - (ref + res.double())).abs().max().item() < 1e-5 * ref.abs().max().item()
+
+
+def test_channels_last_is_for_ordinary_convolutions():
+    with pytest.raises(LoweringError, match="ordinary convolutions"):
+        ConvSpec(2, (3, 3), (2, 2), (1, 1), (1, 1), transposed=True, channels_last=True)
 
 
 def test_conv_rejects_mismatched_weight():

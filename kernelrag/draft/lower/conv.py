@@ -19,6 +19,14 @@ about once, and the im2col matrix (K times larger than the input) never exists.
 FLOPs: 2 * M * Fg * K * groups; bytes: input + weight + output. The tile (BLOCK_M,
 BLOCK_N, BLOCK_K, warps, stages) comes from the shape through ``tiles.CONV_TILES``.
 
+Channels-last (variant ``channels_last``, ordinary convolutions). The gather above reads
+A M-major, while Hopper's TF32 MMA wants both operands K-major (the 3xTF32 GEMM runs at
+about 2.4x the rate of this gather's conv on the H200). Ordering K as (tap, channel),
+channels fastest, and making the input channels-last once per call (one read and one
+write of it, ``k_major``) turns each row of the A tile into BLOCK_K neighbouring channels
+of one input position, one contiguous run, and hands A to tl.dot K-major; the weight is
+permuted to [G, Fg, *KS, Cg] to match (a copy of the weight only).
+
 A transposed convolution is the gradient of a convolution with respect to its
 input: output o receives x[i] * w[tap] wherever o = i * stride - padding + tap *
 dilation. With dilation 1 it splits into prod(stride) ordinary convolutions, one per
@@ -44,6 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kernelrag.draft.lower.gemm import TRANSPOSE_KERNEL
 from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, rendered
 from kernelrag.draft.lower.tiles import CONV_TILES, PICK_TILE, table_source
 
@@ -63,6 +72,7 @@ class ConvSpec:
     n_extra: int = 0
     name: str = "conv"
     crop: tuple = ()                            # per spatial dim (start, stop) of the kept outputs, or ()
+    channels_last: bool = False                 # K = (taps, channels), the input gathered channels-last
 
     def __post_init__(self):
         if self.dims not in (1, 2, 3):
@@ -72,6 +82,8 @@ class ConvSpec:
                 raise LoweringError(f"{field_name} {getattr(self, field_name)} does not have {self.dims} entries")
         if self.crop and len(self.crop) != self.dims:
             raise LoweringError(f"crop {self.crop} does not have {self.dims} (start, stop) entries")
+        if self.channels_last and self.transposed:
+            raise LoweringError("the channels-last implicit GEMM renders ordinary convolutions only")
 
     @property
     def phases(self) -> bool:
@@ -256,8 +268,10 @@ def _kernel(spec: ConvSpec) -> str:
              "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
              "    for k0 in range(0, K, BLOCK_K):\n"
              "        ks = k0 + tl.arange(0, BLOCK_K)\n"
-             "        k_ok = ks < K\n"
-             "        # column k -> (input channel c, kernel tap), taps innermost (the weight's layout)\n"
+             "        k_ok = ks < K\n")
+    if spec.channels_last:
+        return head + body + _channels_last_step(spec) + _store(spec)
+    body += ("        # column k -> (input channel c, kernel tap), taps innermost (the weight's layout)\n"
              f"        c_idx = ks // ({taps})\n        t = ks % ({taps})\n")
     for i in reversed(range(D)):
         size = f"T{i}" if ph else f"KS{i}"
@@ -280,15 +294,40 @@ def _kernel(spec: ConvSpec) -> str:
     body += (f"        a_t = tl.load(x_rows[None, :] + c_idx[:, None].to(tl.int64) * s_xc + {offset}, mask=ok, "
              "other=0.0)\n"
              "        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
-             "        acc = tl.dot(tl.trans(a_t), b, acc, input_precision=PRECISION)\n\n"
-             "    out_ok = m_ok[:, None] & n_ok[None, :]\n"
-             "    co = g * Fg + offs_n  # absolute output channel\n"
-             "    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + "
-             + " + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)) + "\n")
+             "        acc = tl.dot(tl.trans(a_t), b, acc, input_precision=PRECISION)\n")
+    return head + body + _store(spec)
+
+
+def _channels_last_step(spec: ConvSpec) -> str:
+    """One K step of the channels-last variant: K = (tap, channel), channels fastest, so a row
+    of the A tile is BLOCK_K neighbouring channels of one input position (one contiguous run
+    in the channels-last input) and A reaches tl.dot K-major, as Hopper's TF32 MMA reads it."""
+    D = spec.dims
+    text = ("        # column k -> (kernel tap, input channel c), channels innermost (the channels-last input)\n"
+            "        c_idx = ks % Cg\n        t = ks // Cg\n")
+    for i in reversed(range(D)):
+        text += f"        t{i} = t % KS{i}\n        t = t // KS{i}\n"
+    text += ("        # A [BLOCK_M, BLOCK_K]: channels along the fast axis, contiguous in memory\n"
+             "        ok = m_ok[:, None] & k_ok[None, :]\n")
+    for i in range(D):
+        text += (f"        i{i} = (o{i}[:, None] + CR{i}) * S{i} - P{i} + t{i}[None, :] * DL{i}\n"
+                 f"        ok = ok & (i{i} >= 0) & (i{i} < L{i})\n")
+    offset = " + ".join(f"i{i}.to(tl.int64) * s_x{i}" for i in range(D))
+    return text + (f"        a = tl.load(x_rows[:, None] + c_idx[None, :].to(tl.int64) * s_xc + {offset}, mask=ok, "
+                   "other=0.0)\n"
+                   "        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
+                   "        acc = tl.dot(a, b, acc, input_precision=PRECISION)\n")
+
+
+def _store(spec: ConvSpec) -> str:
+    D = spec.dims
+    body = ("\n    out_ok = m_ok[:, None] & n_ok[None, :]\n"
+            "    co = g * Fg + offs_n  # absolute output channel\n"
+            "    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + "
+            + " + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)) + "\n")
     body += extras_code(spec, "n_idx[:, None]", "co[None, :]", [f"o{i}[:, None]" for i in range(D)], "out_ok",
                         ("co.to(tl.int64) * s_e{i}_1", "n_ok", "[None, :]"))
-    body += "    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)\n"
-    return head + body
+    return body + "    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)\n"
 
 
 def _launcher(spec: ConvSpec) -> str:
@@ -317,6 +356,13 @@ def _launcher(spec: ConvSpec) -> str:
         text += ("    PH = 1\n"
                  "    # [C_in, Fg, *KS] -> [G, Fg, Cg * prod(KS)]: a copy of the weight only, so B is K-major\n"
                  "    wg = w.reshape(G, Cg, Fg, -1).permute(0, 2, 1, 3).contiguous().reshape(G, Fg, -1)\n"
+                 "    K = wg.shape[2]\n    M = Nb\n    for o in O:\n        M *= o\n")
+    elif spec.channels_last:
+        text += ("    PH = 1\n"
+                 "    # [C_out, Cg, *KS] -> [G, Fg, *KS, Cg]: K = (taps, channels), channels fastest (the weight only)\n"
+                 "    wg = w.reshape(G, Fg, Cg, -1).permute(0, 1, 3, 2).contiguous().reshape(G, Fg, -1)\n"
+                 "    # the input channels-last, in one pass unless it is already: channels contiguous\n"
+                 "    x = k_major(x.reshape(Nb, C_in, -1), rows_are_k=True).reshape(x.shape)\n"
                  "    K = wg.shape[2]\n    M = Nb\n    for o in O:\n        M *= o\n")
     else:
         text += ("    PH = 1\n"
@@ -350,10 +396,14 @@ def render_conv(spec: ConvSpec) -> Rendered:
     parts = [table_source("CONV_TILES", CONV_TILES), PICK_TILE]
     if spec.phases:
         parts.append(_phase_weight(spec))
+    if spec.channels_last:
+        parts.append(TRANSPOSE_KERNEL)
     parts.append(_kernel(spec))
     transformations = ["implicit_gemm", "tiling", "fp32_accumulation", "tf32x3", "k_major_operands"]
     if spec.phases:
         transformations.append("sub_pixel_phases")
+    if spec.channels_last:
+        transformations.append("channels_last")
     if spec.epilogue:
         transformations.append("epilogue_fusion")
     notes = ["dot precision: tf32x3 (3xTF32) on CUDA for fp32, ieee under the CPU interpreter"]

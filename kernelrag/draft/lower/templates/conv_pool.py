@@ -100,10 +100,13 @@ def group_gemm(graph: Graph, node: Node) -> tuple[int, int, int]:
     return w[1], w[0] // max(groups, 1), taps
 
 
+CHANNELS_LAST_MIN = 16     # input channels per group below which the channels-last variant is refused
+
+
 class ConvTemplate(_AnchoredTemplate):
     name = "conv"
     family = "conv"
-    variants = ("implicit_gemm", "direct")
+    variants = ("implicit_gemm", "channels_last", "direct")
     anchor_op = "conv"
 
     def default_variant(self, graph: Graph, region: Region) -> str:
@@ -111,8 +114,15 @@ class ConvTemplate(_AnchoredTemplate):
         return "direct" if direct_fits(fg, cg * taps) else "implicit_gemm"
 
     def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
-        cg, fg, taps = group_gemm(graph, graph[region.state["anchor"]])
-        return super().unavailable(graph, region, variant) or refused_variant(variant, fg, cg * taps)
+        node = graph[region.state["anchor"]]
+        cg, fg, taps = group_gemm(graph, node)
+        if variant == "channels_last" and node.args["transposed"]:
+            return "the channels-last implicit GEMM renders ordinary convolutions only"
+        if variant == "channels_last" and cg < CHANNELS_LAST_MIN:
+            return (f"{cg} input channel(s) per group: a channels-last row of the A tile is too short to pay "
+                    "for the input's transpose pass")
+        return super().unavailable(graph, region, variant) or refused_variant(
+            "implicit_gemm" if variant == "channels_last" else variant, fg, cg * taps)
 
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
         node = graph[region.state["anchor"]]
@@ -122,7 +132,7 @@ class ConvTemplate(_AnchoredTemplate):
             spec = ConvSpec(a["dims"], a["kernel_size"], a["stride"], a["padding"], a["dilation"], a["groups"],
                             a["transposed"], a["depthwise"], a["output_padding"],
                             epilogue_text(graph, region, node.id, extras), len(extras), name=f"{name}_conv",
-                            crop=tuple(a.get("crop", ())))
+                            crop=tuple(a.get("crop", ())), channels_last=variant == "channels_last")
         except LoweringError as exc:
             raise ValueError(str(exc)) from None
         ops = self._ops(graph, region)
@@ -141,6 +151,9 @@ class ConvTemplate(_AnchoredTemplate):
                    "per group, input + weight + output bytes; tiles from the shape (tiles.CONV_TILES). "
                    + ("A transposed convolution with dilation 1 runs as one GEMM per output phase (no taps wasted). "
                       if spec.phases else "")
+                   + ("Channels-last: K runs over (tap, channel) with channels fastest, the input is made "
+                      "channels-last in one pass, so each A-tile row is a contiguous run of channels and reaches "
+                      "tl.dot K-major. " if spec.channels_last else "")
                    + "dot precision: tf32x3 on CUDA for fp32, ieee under the CPU interpreter.")
         if spec.crop:
             doc += " The slice of the output after the convolution is folded in: only kept outputs are computed."

@@ -1,0 +1,123 @@
+"""The conv template's layouts side by side on a GPU: each suite convolution lowered in every
+conv variant it is offered (``implicit_gemm``: the input gathered as it lies, NCHW;
+``channels_last``: K as (tap, channel), the input made channels-last once), all verified
+through one ``VerifySession``, so every ratio is measured in one run against the same eager
+anchor. Writes a results file and, with ``--evidence``, one graph evidence record per
+verdict (the variant's transformations), so the generate loop's ranking learns the layout.
+
+    PYTHONPATH=. python3 bench/conv_variants.py --device cuda --out bench/results/conv-variants-h200-<date>.json \
+        --evidence $KERNELRAG_HOME/evidence-conv.jsonl
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from kernelrag.draft.lower.lowering import lower, variant_choices  # noqa: E402
+from kernelrag.memory.graph_query import outcome_from_verdict  # noqa: E402
+from kernelrag.memory.writeback import append_evidence, evidence_record  # noqa: E402
+from kernelrag.patterns import op_pattern  # noqa: E402
+
+CONV_VARIANTS = ("implicit_gemm", "channels_last", "direct")
+TASKS = sorted(p for p in (ROOT / "bench" / "tasks").glob("*.py") if "conv" in p.stem)
+
+
+def drafts(tasks: list[Path], folder: Path) -> list[dict]:
+    """One row per (task, variant combination) whose conv variants differ."""
+    rows = []
+    for task in tasks:
+        source = task.read_text()
+        for combo in variant_choices(source):
+            draft = lower(source, task.stem, combo)
+            row = {"task": task.stem, "variants": list(combo), "conv": next(v for v in combo if v in CONV_VARIANTS)
+                   if any(v in CONV_VARIANTS for v in combo) else None, "draft_ok": draft.ok}
+            if draft.ok:
+                path = folder / f"{task.stem}__{'_'.join(combo)}.py"
+                path.write_text(draft.source)
+                row.update(path=str(task), candidate=str(path), transformations=draft.transformations)
+            else:
+                row["reason"] = draft.reason
+            rows.append(row)
+    return rows
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--evidence", type=Path, default=None, help="append graph evidence records to this JSONL")
+    ap.add_argument("--only", nargs="*", default=[], help="task names (default: every suite task with a conv)")
+    args = ap.parse_args(argv)
+    tasks = [t for t in TASKS if not args.only or t.stem in args.only]
+    from kernelrag.verify import VerifySession
+
+    t0 = time.perf_counter()
+    rows = drafts(tasks, Path(tempfile.mkdtemp(prefix="conv-variants-")))
+    todo = [r for r in rows if r["draft_ok"]]
+    with VerifySession(device=args.device) as session:
+        for r in todo:
+            session.prefetch(Path(r["path"]).read_text())
+        verdicts = session.verify_pairs([(r["path"], r["candidate"]) for r in todo], errors="return")
+    records = []
+    for row, v in zip(todo, verdicts):
+        if isinstance(v, Exception):
+            row.update(status="verify-raised", error=str(v)[:300])
+            continue
+        d = v.to_dict()
+        row.update({k: d.get(k) for k in ("status", "reason", "speedup_vs_eager", "speedup_vs_compile",
+                                          "frac_roofline", "achieved_tflops", "precision", "compile_source")})
+        for key in ("kernel_ms", "eager_ms", "compile_ms"):
+            t = d.get(key) or {}
+            row[key] = t.get("median_ms") if isinstance(t, dict) else t
+            row[key.replace("_ms", "_iqr_ms")] = t.get("iqr_ms") if isinstance(t, dict) else None
+            row[key.replace("_ms", "_trials")] = t.get("trials") if isinstance(t, dict) else None
+        outcome = outcome_from_verdict(d)
+        if outcome is not None and row.get("transformations"):
+            records.append(evidence_record(d, pattern=op_pattern(row["path"]).signature,
+                                           transformations=row["transformations"], outcome=outcome,
+                                           log_id=f"conv-variants/{row['task']}/{'_'.join(row['variants'])}",
+                                           detail=f"conv layout A/B: {row['conv']} on {row['task']}",
+                                           variant="_".join(row["variants"])))
+    if args.evidence is not None:
+        append_evidence(args.evidence, records)
+    ratios = {}          # per task: implicit GEMM time / channels-last time, the other variants equal
+    timed = {(r["task"], tuple(r["variants"])): r["kernel_ms"] for r in rows if r.get("kernel_ms")}
+    for (task, combo), ms in timed.items():
+        other = tuple("implicit_gemm" if v == "channels_last" else v for v in combo)
+        if "channels_last" in combo and (task, other) in timed:
+            ratios[f"{task} ({'+'.join(combo)})"] = timed[(task, other)] / ms
+    report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
+              "machine": {"platform": platform.platform(), "python": platform.python_version()},
+              "versions": _versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
+              "channels_last_speedup": ratios,
+              "channels_last_speedup_geomean": statistics.geometric_mean(ratios.values()) if ratios else None,
+              "evidence_records": len(records)}
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    for r in rows:
+        print(f"{r['task']:<34} {'+'.join(r['variants']):<28} {r.get('status', r.get('reason', ''))!s:<12} "
+              f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
+    print(f"channels-last / implicit GEMM, kernel time ratio (>1: channels-last faster): {ratios}")
+    print(f"wrote {args.out} ({report['wall_s']} s)")
+    return 0
+
+
+def _versions() -> dict:
+    import torch
+    import triton
+
+    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
+    return {"torch": torch.__version__, "triton": triton.__version__, "gpu": gpu}
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
