@@ -3,7 +3,9 @@
 1. Memory: a verified (or approved), non-stale skill for exactly this pattern, whose
    dtypes and size class fit the task, is re-verified on this task; if its verdict
    holds the answer comes from memory: no LLM call, one verification.
-2. Rounds until a verdict is ok or ``max_rounds`` is reached: draft (the LLM when
+2. Rounds until a verdict is ok (on a GPU, an offline kernel slower than torch.compile
+   hands the rounds left to the next draft the graph ranks, and the faster verified
+   round is kept) or ``max_rounds`` is reached: draft (the LLM when
    one is configured, its prompt carrying the lowering's composed draft of the task
    as a starting point; else the offline drafter), verify, and hand the verdict's
    ``feedback()`` to the next round. On a GPU a verified kernel with a ``CONFIGS``
@@ -39,7 +41,7 @@ from kernelrag.export import new_log_id, write_log
 from kernelrag.memory import writeback
 from kernelrag.memory.config_search import TRANSFORMATION, search_configs, searchable
 from kernelrag.memory.tuning import TuningStore
-from kernelrag.memory.writeback import MEMORY_STATES
+from kernelrag.memory.writeback import MEMORY_STATES, kept_round
 from kernelrag.task import Task
 from kernelrag.types import Cost, DraftResult, GenerateResult, GpuFigures, RetrievedContext, Round, WriteBack
 from kernelrag.verify import verify_source
@@ -128,6 +130,14 @@ def memory_skill(parts: Parts, pattern: "OpPattern", backend: str, task: "Task |
         fits.append(skill)
     fits.sort(key=lambda s: (MEMORY_STATES.index(s.review_state), -(s.provenance.get("speedup_vs_eager") or 0.0)))
     return fits[0] if fits else None
+
+
+def explores_after(r: Round) -> bool:
+    """A correct offline kernel that lost to torch.compile on a GPU: the next draft the graph
+    ranks (another template variant, another skill) gets the rounds left, and the faster of
+    the two is kept (``kept_round``); both are written back as evidence."""
+    sc = getattr(r.verdict, "speedup_vs_compile", None)
+    return r.drafter == "offline" and sc is not None and sc < 1.0
 
 
 class Loop:
@@ -285,12 +295,12 @@ class Loop:
                     r = self._offline_round(index, tried)
                     if r.verdict is None:        # nothing left to draft offline
                         break
-                if r.ok:
+                if r.ok and not explores_after(r):
                     break
-        final = next((r for r in reversed(self.rounds) if r.ok), None)
+        final = kept_round(self.rounds)
         if final is not None:
             self._tune(final)
-            final = next((r for r in reversed(self.rounds) if r.ok), None)
+            final = kept_round(self.rounds)
         last = final or next((r for r in reversed(self.rounds) if r.verdict is not None), None)
         if not reason:
             if final is not None:

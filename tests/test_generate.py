@@ -312,3 +312,35 @@ def test_memory_passes_over_a_skill_whose_constructor_does_not_fit_the_task(kern
     assert op_pattern(smoothed).signature == op_pattern(plain).signature
     assert memory_skill(parts, op_pattern(plain), "triton", plain).name == "cross_entropy_online"
     assert memory_skill(parts, op_pattern(smoothed), "triton", smoothed) is None
+
+
+def test_a_kernel_slower_than_torch_compile_on_a_gpu_hands_the_next_round_to_the_next_variant(kernelrag_home):
+    """A stand-in for the GPU verifier (numbers made up here): the NCHW implicit GEMM loses to
+    torch.compile, so round 2 drafts the next variant the graph ranks (channels-last), which
+    is faster and kept; both rounds are evidence."""
+    from kernelrag.generate import Loop, Parts
+    from kernelrag.verify.verdict import Timing, Verdict
+
+    class FakeSession:
+        def __init__(self):
+            self.seen = []
+
+        def verify_source(self, task_src, candidate, **options):
+            channels_last = "k_major(x.reshape" in candidate
+            self.seen.append("channels_last" if channels_last else "implicit_gemm")
+            ms = 2.0 if channels_last else 4.2
+            return Verdict(ok=True, status="correct", reason="matches the reference", compiled=True, correct=True,
+                           device="cuda", gpu="NVIDIA H200", timed=True, trials=5, torch_version="2.11.0",
+                           triton_version="3.6.0", kernel_ms=Timing(ms, 0.01, 100), eager_ms=Timing(4.0, 0.01, 100),
+                           compile_ms=Timing(3.5, 0.01, 100), speedup_vs_eager=4.0 / ms, speedup_vs_compile=3.5 / ms)
+
+    kr = KernelRAG(device="cpu")
+    retriever = kr._retriever()
+    session = FakeSession()
+    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
+                  notes=[], verifier=session)
+    task = Path(__file__).parents[1] / "bench" / "tasks" / "conv2d_bias_relu.py"
+    result = Loop(parts, task, max_rounds=3, write_back="evidence", use_memory=False).run()
+    assert session.seen == ["implicit_gemm", "channels_last"], result.reason     # stops once it beats compile
+    assert result.ok and "k_major(x.reshape" in result.source and "round 2 of 2" in result.reason
+    assert result.verdict.kernel_ms.median_ms == 2.0

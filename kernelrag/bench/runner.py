@@ -42,7 +42,7 @@ from kernelrag.draft.llm import LLMClient
 from kernelrag.generate import Loop, Parts, resolve_device
 from kernelrag.memory.graph import ReasoningGraph
 from kernelrag.memory.skills import SkillLibrary
-from kernelrag.memory.writeback import append_evidence, evidence_record
+from kernelrag.memory.writeback import append_evidence, evidence_record, kept_round
 from kernelrag.patterns import op_pattern
 from kernelrag.retrieve import Retriever
 from kernelrag.task import Task
@@ -139,6 +139,9 @@ def entry_from(result: GenerateResult, entry: dict[str, Any]) -> dict[str, Any]:
                                   "transformations": list(r.transformations),
                                   "status": r.verdict.status, "reason": r.verdict.reason})
         entry.update(skill=r.skill, method=method, transformations=list(r.transformations))
+    kept = kept_round(result.rounds)
+    if kept is not None:                # the kernel the run kept: not always the last one tried
+        entry.update(skill=kept.skill, method=_method(kept), transformations=list(kept.transformations))
     if result.verdict is not None:
         vd = result.verdict.to_dict()
         entry.update(status=vd.get("status"), reason=vd.get("reason"), verdict=vd)

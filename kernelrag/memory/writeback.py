@@ -274,10 +274,20 @@ def round_records(ctx: RetrievedContext, result: GenerateResult, log_id: str, wb
     return records
 
 
+def kept_round(rounds: list) -> Any:
+    """The verified round a run keeps: the fastest against eager PyTorch (each measured side
+    by side with it) when every verified round was timed, else the last verified one."""
+    ok = [r for r in rounds if r.ok]
+    speeds = [getattr(r.verdict, "speedup_vs_eager", None) for r in ok]
+    if not ok or any(x is None for x in speeds):
+        return ok[-1] if ok else None
+    return max(zip(ok, speeds), key=lambda pair: pair[1])[0]     # a tie keeps the earlier round
+
+
 def write_run(library: "SkillLibrary", graph: "ReasoningGraph | None", ctx: RetrievedContext,
               result: GenerateResult, log_id: str, wb: WriteBack, *, learn: bool = True) -> None:
     """A run's skill (on success, when ``learn``) and its graph evidence, into ``wb``."""
-    final = next((r for r in reversed(result.rounds) if r.ok), None)
+    final = kept_round(result.rounds)
     if learn and final is not None and not result.from_memory:
         learn_skill(library, graph, ctx, result, final, log_id, wb)
     if graph is None:
