@@ -306,3 +306,38 @@ def test_reverifying_a_learned_skill_applies_the_review_flags(lib):
     assert lib.get("mine").review_state == "verified"
     record_verification(lib, lib.get("mine"), _verdict(ok=False, status="incorrect"))
     assert lib.get("mine").review_state == "needs_review"
+
+
+def test_measure_cli_measures_as_many_skills_at_once_as_the_session_has_workers(lib, seed, monkeypatch):
+    """Every reference's baseline is prefetched, and the session's workers each take a skill."""
+    import threading
+    import time
+
+    import kernelrag.bench.measure_skills as ms
+
+    class Workers(_FakeSession):
+        workers = 2
+
+        def __init__(self, **options):
+            super().__init__(**options)
+            self.prefetched, self.running, self.most = [], 0, 0
+            self.lock = threading.Lock()
+
+        def prefetch(self, source):
+            self.prefetched.append(source)
+
+        def verify(self, task, cand, **kw):
+            with self.lock:
+                self.running += 1
+                self.most = max(self.most, self.running)
+            time.sleep(0.2)
+            with self.lock:
+                self.running -= 1
+            return super().verify(task, cand, **kw)
+
+    sessions = []
+    monkeypatch.setattr(ms, "_session", lambda **kw: sessions.append(Workers(**kw)) or sessions[-1])
+    assert ms.main(["--device", "cuda", "--no-alternatives"]) == 0
+    session = sessions[0]
+    assert len(session.prefetched) == len(session.calls) == len(lib.list()) >= 2
+    assert session.most == 2

@@ -33,7 +33,9 @@ import argparse
 import datetime as _dt
 import json
 import sys
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Callable
 
@@ -45,9 +47,13 @@ from kernelrag.memory.writeback import append_evidence, evidence_record, median_
 from kernelrag.patterns import op_pattern
 from kernelrag.verify import VerifySession
 
+_TRACING = threading.Lock()     # torch.fx patches globals while it traces: one trace at a time
+
+
 def _regime(skill: Skill) -> dict[str, Any]:
     try:
-        p = op_pattern(skill.reference_path)
+        with _TRACING:
+            p = op_pattern(skill.reference_path)
     except Exception as exc:                     # the measurement does not depend on it
         print(f"  note: could not trace {skill.reference_path}: {exc}", file=sys.stderr)
         return {}
@@ -180,36 +186,48 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{len(skills)} skill(s) never timed: {', '.join(s.name for s in skills) or 'none'}")
     with _session(device=args.device, timeout_s=args.timeout_s, trials=args.trials,
                   measure_time=args.device != "cpu", compile_baseline=args.compile_baseline) as session:
-        return _measure_all(args, library, skills, session.verify, evidence_path)
+        for skill in skills:             # every reference's torch.compile baseline, compiled ahead
+            getattr(session, "prefetch", lambda *_: None)(skill.reference_path.read_text())
+        return _measure_all(args, library, skills, session.verify, evidence_path,
+                            at_once=getattr(session, "workers", 1))
 
 
 def _measure_all(args: argparse.Namespace, library: SkillLibrary, skills: list[Skill], verify: Callable[..., Any],
-                 evidence_path: Path) -> int:
-    start, failed = time.monotonic(), 0
-    for i, skill in enumerate(skills, 1):
+                 evidence_path: Path, at_once: int = 1) -> int:
+    """Measure ``skills``, ``at_once`` at a time through the session (its workers time one at a
+    time on the GPU); results are printed and written in the skills' order as they finish."""
+    start, lock, failed = time.monotonic(), threading.Lock(), []
+
+    def one(i: int, skill: Skill) -> None:
         if args.budget_s is not None and time.monotonic() - start > args.budget_s:
-            print(f"budget of {args.budget_s:.0f} s spent; stopped before {skill.name} "
-                  f"({len(skills) - i + 1} left; rerun with --skip-done)")
-            break
+            with lock:
+                print(f"budget of {args.budget_s:.0f} s spent; {skill.name} not started (rerun with --skip-done)")
+            return
         done = skill.review_state in ("verified", "approved") and library.is_stale(skill) is None
         if args.skip_done and args.device != "cpu" and done:
-            print(f"[{i}/{len(skills)}] {skill.name}: measurement holds here, skipped")
-            continue
+            with lock:
+                print(f"[{i}/{len(skills)}] {skill.name}: measurement holds here, skipped")
+            return
         t0 = time.monotonic()
         result = measure(skill, verify, device=args.device, timeout_s=args.timeout_s, trials=args.trials,
                          alternatives=not args.no_alternatives)
-        failed += not result["ok"]
-        print(f"[{i}/{len(skills)}] {skill.name}: {result['summary']} ({time.monotonic() - t0:.0f} s)")
-        for alt in result["alternatives"]:
-            print(f"    {alt['variant']}: {alt.get('outcome') or alt['status']}: {alt['summary']}")
-        if args.results:
-            args.results.parent.mkdir(parents=True, exist_ok=True)
-            with open(args.results, "a") as fh:
-                fh.write(json.dumps(result, sort_keys=True) + "\n")
-        if args.write:
-            apply(library, result, evidence_path)
-        sys.stdout.flush()
-    return 1 if failed else 0
+        with lock:
+            failed.append(not result["ok"])
+            print(f"[{i}/{len(skills)}] {skill.name}: {result['summary']} ({time.monotonic() - t0:.0f} s)")
+            for alt in result["alternatives"]:
+                print(f"    {alt['variant']}: {alt.get('outcome') or alt['status']}: {alt['summary']}")
+            if args.results:
+                args.results.parent.mkdir(parents=True, exist_ok=True)
+                with open(args.results, "a") as fh:
+                    fh.write(json.dumps(result, sort_keys=True) + "\n")
+            if args.write:
+                apply(library, result, evidence_path)
+            sys.stdout.flush()
+
+    with ThreadPoolExecutor(max_workers=max(1, at_once)) as pool:
+        for future in [pool.submit(one, i, skill) for i, skill in enumerate(skills, 1)]:
+            future.result()
+    return 1 if any(failed) else 0
 
 
 if __name__ == "__main__":
