@@ -46,8 +46,13 @@ def _describe(value: Any) -> Any:
     return {"repr": repr(value)}
 
 
-def record(module: types.ModuleType) -> list[dict]:
-    """Hooks on every ``@triton.jit`` function of ``module`` (interpreted); the list fills as they run."""
+def record(module: types.ModuleType, execute: bool = True) -> list[dict]:
+    """Hooks on every ``@triton.jit`` function of ``module`` (interpreted); the list fills as they run.
+
+    ``execute=False`` records each launch exactly as the interpreter would see it (its
+    hooks run on the same arguments) but runs no program of the grid: the kernel bodies,
+    which the interpreter runs as Python at a cost that grows with the tile sizes, are left
+    to the sm_90 compile. For launchers whose launches do not depend on tensor values."""
     from triton.runtime.interpreter import InterpretedFunction
 
     seen: list[dict] = []
@@ -61,6 +66,8 @@ def record(module: types.ModuleType) -> list[dict]:
     def keep_options(name: str, run):
         def wrapped(*args, **kwargs):   # the interpreter drops these before its hooks see the call
             options[name] = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+            if not execute:
+                kwargs["grid"] = (0,)       # the hooks see the launch; no program runs
             return run(*args, **kwargs)
         return wrapped
 
