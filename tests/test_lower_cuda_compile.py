@@ -4,7 +4,8 @@ The interpreter accepts kernels Triton's code generator rejects: a loop-carried 
 whose type changes in the loop (``rest`` of the row index is int64 and was once reused,
 as int32, for the lane index inside the looped passes), a scalar re-assigned a block.
 Each task below is lowered in every variant combination (and ``split`` where a region
-allows it), run once under the interpreter at small sizes to record the launches, and
+allows it), its launcher run once at small sizes to record the launches (the interpreter's
+hooks see each launch; the kernel bodies are not run: ``record(..., execute=False)``), and
 each launched kernel is compiled with Triton's own binder for ``cuda:90`` (``cuda_compile``).
 """
 from __future__ import annotations
