@@ -39,3 +39,32 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip_gpu)
+
+
+@pytest.fixture(scope="session")
+def ui_docs_home(tmp_path_factory):
+    """A KERNELRAG_HOME holding tests/fixtures/ui/docs, ingested once per run through the CLI
+    (``python -m kernelrag ingest``: a fresh process loading the embedding model, ~12 s on two
+    cores). The MCP and browser tests each copy it into their own home (``copy_ui_docs_home``)
+    rather than each paying the same ingest; the store under it holds no path of its home."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    repo = Path(__file__).resolve().parent.parent
+    home = tmp_path_factory.mktemp("ui-docs") / "kernelrag-home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("KERNELRAG_")}
+    env.pop("OPENAI_API_KEY", None)
+    env.pop("OPENAI_BASE_URL", None)
+    env.update(KERNELRAG_HOME=str(home), HF_HUB_OFFLINE="1", TRANSFORMERS_OFFLINE="1",
+               ANONYMIZED_TELEMETRY="False", GRADIO_ANALYTICS_ENABLED="False", PYTHONPATH=str(repo))
+    ingest = subprocess.run([sys.executable, "-m", "kernelrag", "ingest", str(repo / "tests" / "fixtures" / "ui" / "docs")],
+                            env=env, cwd=repo, capture_output=True, text=True, timeout=600)
+    assert ingest.returncode == 0, ingest.stderr[-2000:]
+    return home
+
+
+def copy_ui_docs_home(ingested, home) -> None:
+    import shutil
+
+    shutil.copytree(ingested, home, dirs_exist_ok=True)

@@ -9,18 +9,22 @@ each kernel, launched that way, to Triton's own binder (the specialisation of a 
 on the GPU: an integer equal to 1 becomes a constant, pointers get their alignment) and
 compiles it to a cubin for ``GPUTarget("cuda", 90, 32)``. No GPU is needed.
 
-The compile runs in a fresh process without ``TRITON_INTERPRET``: the interpreter
+The compile runs in another process without ``TRITON_INTERPRET``: the interpreter
 leaves ``triton.language`` patched once a kernel has called ``tl.max`` or ``tl.sum``,
-and the code generator cannot run on the patched module.
+and the code generator cannot run on the patched module. That process never runs the
+interpreter, so one is kept for the whole pytest run (``--serve``: a batch of jobs per
+line) rather than paying the torch and Triton imports again for every test.
 """
 from __future__ import annotations
 
+import atexit
 import importlib.util
 import json
 import os
 import subprocess
 import sys
 import tempfile
+import threading
 import types
 from typing import Any
 
@@ -46,8 +50,13 @@ def _describe(value: Any) -> Any:
     return {"repr": repr(value)}
 
 
-def record(module: types.ModuleType) -> list[dict]:
-    """Hooks on every ``@triton.jit`` function of ``module`` (interpreted); the list fills as they run."""
+def record(module: types.ModuleType, execute: bool = True) -> list[dict]:
+    """Hooks on every ``@triton.jit`` function of ``module`` (interpreted); the list fills as they run.
+
+    ``execute=False`` records each launch exactly as the interpreter would see it (its
+    hooks run on the same arguments) but runs no program of the grid: the kernel bodies,
+    which the interpreter runs as Python at a cost that grows with the tile sizes, are left
+    to the sm_90 compile. For launchers whose launches do not depend on tensor values."""
     from triton.runtime.interpreter import InterpretedFunction
 
     seen: list[dict] = []
@@ -61,6 +70,8 @@ def record(module: types.ModuleType) -> list[dict]:
     def keep_options(name: str, run):
         def wrapped(*args, **kwargs):   # the interpreter drops these before its hooks see the call
             options[name] = {k: kwargs[k] for k in LAUNCH_OPTIONS if k in kwargs}
+            if not execute:
+                kwargs["grid"] = (0,)       # the hooks see the launch; no program runs
             return run(*args, **kwargs)
         return wrapped
 
@@ -71,8 +82,36 @@ def record(module: types.ModuleType) -> list[dict]:
     return seen
 
 
+RESULT_MARK = "@@compiled "
+_server: dict[str, Any] = {}      # the compile process kept for this pytest run: proc, env, errlog
+
+
+def _stop_server() -> None:
+    proc = _server.pop("proc", None)
+    if proc is not None and proc.poll() is None:
+        proc.kill()
+        proc.wait()
+
+
+def _compile_process(env: dict[str, str]) -> subprocess.Popen:
+    """The kept compile process, (re)started where it is gone or was started with another environment."""
+    # per-test homes and pytest's current-test name change nothing here
+    key = {k: v for k, v in env.items() if not k.startswith(("KERNELRAG_", "PYTEST_"))}
+    proc = _server.get("proc")
+    if proc is None or proc.poll() is not None or _server.get("env") != key:
+        _stop_server()
+        errlog = tempfile.TemporaryFile(mode="w+")
+        _server.update(env=key, errlog=errlog, proc=subprocess.Popen(
+            [sys.executable, __file__, "--serve"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            stderr=errlog, text=True, env=env))
+        if not _server.get("atexit"):
+            atexit.register(_stop_server)
+            _server["atexit"] = True
+    return _server["proc"]
+
+
 def compile_launches(modules: list[tuple[str, list[dict]]], timeout_s: int = 900) -> list[dict]:
-    """Compile each distinct launch of each (module path, launches) in one fresh process, with
+    """Compile each distinct launch of each (module path, launches) in the compile process, with
     its launch options: ``[{"path", "kernel", "ok", "error", "registers", "spill_bytes",
     "shared_bytes"}]`` (the last three from ptxas and the compiler, None where unknown)."""
     jobs = []
@@ -86,11 +125,24 @@ def compile_launches(modules: list[tuple[str, list[dict]]], timeout_s: int = 900
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
     env.setdefault("TRITON_CACHE_DIR", os.path.join(tempfile.gettempdir(), "kernelrag-sm90-cache"))
     env.setdefault("TRITON_DEFAULT_FP_FUSION", "1")
-    done = subprocess.run([sys.executable, __file__], input=json.dumps(jobs), capture_output=True, text=True,
-                          env=env, timeout=timeout_s)
-    if done.returncode != 0:
-        raise RuntimeError(f"the compile process failed ({done.returncode}): {done.stderr[-3000:]}")
-    return json.loads(done.stdout.strip().splitlines()[-1])
+    proc = _compile_process(env)
+    timer = threading.Timer(timeout_s, proc.kill)       # a limit on waiting, as subprocess.run's timeout was
+    timer.start()
+    try:
+        proc.stdin.write(json.dumps(jobs) + "\n")
+        proc.stdin.flush()
+        for line in proc.stdout:
+            if line.startswith(RESULT_MARK):
+                return json.loads(line[len(RESULT_MARK):])
+    except (BrokenPipeError, OSError):
+        pass
+    finally:
+        timer.cancel()
+    code = proc.wait()
+    errlog = _server["errlog"]
+    errlog.seek(0)
+    _stop_server()
+    raise RuntimeError(f"the compile process failed ({code}): {errlog.read()[-3000:]}")
 
 
 def _compile_one(module: types.ModuleType, launch: dict) -> None:
@@ -144,10 +196,10 @@ def _ptxas_usage(ptx: str | None) -> dict:
     return usage
 
 
-def _main() -> int:
-    modules: dict[str, types.ModuleType] = {}
+def _compile_jobs(jobs: list[dict]) -> list[dict]:
+    modules: dict[str, types.ModuleType] = {}      # fresh for each batch: a path is imported as it is now
     results = []
-    for job in json.loads(sys.stdin.read()):
+    for job in jobs:
         path = job["path"]
         try:
             if path not in modules:
@@ -159,7 +211,15 @@ def _main() -> int:
         except Exception as exc:     # noqa: BLE001 - the compiler's message is the result
             results.append({"path": path, "kernel": job["kernel"], "ok": False, "error": f"{type(exc).__name__}: {exc}",
                             "registers": None, "spill_bytes": None, "shared_bytes": None})
-    print(json.dumps(results))
+    return results
+
+
+def _main() -> int:
+    if "--serve" in sys.argv[1:]:            # one JSON list of jobs per line in, one marked result line out
+        for line in sys.stdin:
+            print(RESULT_MARK + json.dumps(_compile_jobs(json.loads(line))), flush=True)
+        return 0
+    print(json.dumps(_compile_jobs(json.loads(sys.stdin.read()))))
     return 0
 
 

@@ -198,7 +198,9 @@ def _seed_skills() -> list[str]:
 @pytest.mark.slow
 @pytest.mark.parametrize("name", _seed_skills())
 def test_offline_drafter_solves_seed_skill_tasks(name, library):
-    verify = pytest.importorskip("kernelrag.verify")
+    pytest.importorskip("kernelrag.verify")
+    from cpu_verdicts import verify_on_cpu
+
     skill = library.get(name)
     if not skill.cpu_checkable or skill.backend != "triton":
         pytest.skip(f"{name} is not checkable on CPU")
@@ -208,7 +210,7 @@ def test_offline_drafter_solves_seed_skill_tasks(name, library):
     assert d.ok, d.reason
     if d.skill != name:      # another skill of the same pattern ranks first: it must verify as well
         assert library.get(d.skill).pattern == skill.pattern, d.reason
-    verdict = verify.verify_source(src, d.source, device="cpu")
+    verdict = verify_on_cpu(src, d.source)
     if verdict.status == "not_checkable":
         pytest.skip(verdict.reason)
     assert verdict.ok, verdict.feedback()

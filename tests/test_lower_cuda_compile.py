@@ -4,7 +4,8 @@ The interpreter accepts kernels Triton's code generator rejects: a loop-carried 
 whose type changes in the loop (``rest`` of the row index is int64 and was once reused,
 as int32, for the lane index inside the looped passes), a scalar re-assigned a block.
 Each task below is lowered in every variant combination (and ``split`` where a region
-allows it), run once under the interpreter at small sizes to record the launches, and
+allows it), its launcher run once at small sizes to record the launches (the interpreter's
+hooks see each launch; the kernel bodies are not run: ``record(..., execute=False)``), and
 each launched kernel is compiled with Triton's own binder for ``cuda:90`` (``cuda_compile``).
 """
 from __future__ import annotations
@@ -45,9 +46,12 @@ def combinations(src: str) -> list[tuple[str, ...]]:
     return combos + ([split] if split not in combos and lower(src, "s", split).ok else [])
 
 
-def launched(path: Path, combos: list[tuple[str, ...]], tmp_path: Path, rewrite=None) -> list[tuple[str, list]]:
+def launched(path: Path, combos: list[tuple[str, ...]], tmp_path: Path, rewrite=None,
+             execute: bool = True) -> list[tuple[str, list]]:
     """(module file, its recorded launches) for each variant combination of the task at
-    ``path``, run once under the interpreter at small sizes; ``rewrite`` edits the source first."""
+    ``path``, run once under the interpreter at small sizes; ``rewrite`` edits the source first.
+    ``execute=False``: the launchers run and every launch is recorded, but no kernel body
+    runs (``cuda_compile.record``)."""
     src = path.read_text()
     small = module_of(shrink(src, ShrinkLevel(64, 16), "small", cpu=True).source, "small")
     modules = []
@@ -57,7 +61,7 @@ def launched(path: Path, combos: list[tuple[str, ...]], tmp_path: Path, rewrite=
         source = rewrite(d.source) if rewrite else d.source
         file = tmp_path / f"cand_{'_'.join(combo)}.py"
         cand = load(source, str(file))
-        launches = record(cand)
+        launches = record(cand, execute)
         torch.manual_seed(0)
         cand.ModelNew(*small.get_init_inputs())(*small.get_inputs())
         assert launches, f"{combo}: no kernel launched"
@@ -76,7 +80,7 @@ def assert_all_compile(modules: list[tuple[str, list]]) -> list[dict]:
 @pytest.mark.parametrize("path", TASKS, ids=lambda p: p.stem)
 def test_every_variant_compiles_for_sm90(path, tmp_path):
     pytest.importorskip("triton.backends.nvidia")
-    modules = launched(path, combinations(path.read_text()), tmp_path)
+    modules = launched(path, combinations(path.read_text()), tmp_path, execute=False)
     assert len(assert_all_compile(modules)) >= len(modules)
 
 
@@ -101,7 +105,7 @@ def test_every_variant_compiles_for_sm90_as_it_launches_on_a_gpu(path, tmp_path)
         assert gpu_source != source, "the launcher no longer branches on is_cuda: update this test"
         return gpu_source
 
-    modules = launched(path, variant_choices(path.read_text()), tmp_path, cuda_branch)
+    modules = launched(path, variant_choices(path.read_text()), tmp_path, cuda_branch, execute=False)
     precisions = {launch["kwargs"].get("PRECISION") for _, launches in modules for launch in launches}
     assert precisions == {None} or "tf32x3" in precisions, precisions     # the CUDA branch was taken
     assert_all_compile(modules)
@@ -116,7 +120,7 @@ def test_a_loop_carried_type_change_is_caught(tmp_path):
     broken = d.source.replace("lane_rest", "rest")
     small = module_of(shrink(src, ShrinkLevel(64, 16), "small", cpu=True).source, "small")
     cand = load(broken, str(tmp_path / "broken.py"))
-    launches = record(cand)
+    launches = record(cand, execute=False)
     cand.ModelNew(*small.get_init_inputs())(*small.get_inputs())   # the interpreter runs it
     results = compile_launches([(str(tmp_path / "broken.py"), launches)])
     assert results and not results[0]["ok"]

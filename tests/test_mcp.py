@@ -9,6 +9,7 @@ from pathlib import Path
 import anyio
 import pytest
 from mcp import ClientSession
+from conftest import copy_ui_docs_home
 from mcp.client.stdio import StdioServerParameters, stdio_client
 
 REPO = Path(__file__).resolve().parent.parent
@@ -85,11 +86,8 @@ def test_failures_come_back_as_tool_errors_and_the_server_keeps_serving(kernelra
 
 
 @pytest.mark.slow
-def test_every_tool_over_stdio(kernelrag_home):
-    env = {**os.environ, **server_env(kernelrag_home)}
-    ingest = subprocess.run([sys.executable, "-m", "kernelrag", "ingest", str(FIXTURES / "docs")],
-                            env=env, cwd=REPO, capture_output=True, text=True, timeout=CALL_TIMEOUT_S)
-    assert ingest.returncode == 0, ingest.stderr[-2000:]
+def test_every_tool_over_stdio(kernelrag_home, ui_docs_home):
+    copy_ui_docs_home(ui_docs_home, kernelrag_home)          # FIXTURES/docs, ingested by `kernelrag ingest`
     wrong_kernel = KERNEL.read_text().replace("tl.maximum(x, 0.0)", "tl.maximum(x, 0.0) + 1.0")
     progress: list[tuple] = []
 

@@ -14,9 +14,10 @@ SKILL_DIRS = sorted(p.parent for p in SEED.glob("*/*/skill.toml"))
 @pytest.mark.slow
 @pytest.mark.parametrize("skill_dir", SKILL_DIRS, ids=[p.name for p in SKILL_DIRS])
 def test_seed_skill_verifies_under_the_interpreter(skill_dir: Path):
-    from kernelrag.verify import verify
+    from cpu_verdicts import verify_on_cpu
+    from kernelrag.verify.pipeline import read_candidate
 
-    verdict = verify(skill_dir / "reference.py", skill_dir / "kernel.py", device="cpu")
+    verdict = verify_on_cpu((skill_dir / "reference.py").read_text(), read_candidate(skill_dir / "kernel.py"))
     if verdict.status == "not_checkable":
         pytest.skip(f"{skill_dir.name}: {verdict.reason}")
     assert verdict.ok, verdict.feedback()

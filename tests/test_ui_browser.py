@@ -16,6 +16,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import copy_ui_docs_home
+
 REPO = Path(__file__).resolve().parent.parent
 FIXTURES = REPO / "tests" / "fixtures" / "ui"
 ARTIFACTS = REPO / "tests" / "artifacts"
@@ -54,12 +56,10 @@ def wait_until_served(url: str, proc: subprocess.Popen, log: Path, limit_s: floa
 
 
 @pytest.fixture
-def ui_url(kernelrag_home, tmp_path):
+def ui_url(kernelrag_home, tmp_path, ui_docs_home):
     env = {**os.environ, "KERNELRAG_HOME": str(kernelrag_home), "GRADIO_ANALYTICS_ENABLED": "False",
            "HF_HUB_OFFLINE": "1", "TRANSFORMERS_OFFLINE": "1", "ANONYMIZED_TELEMETRY": "False"}
-    ingest = subprocess.run([sys.executable, "-m", "kernelrag", "ingest", str(FIXTURES / "docs")], env=env,
-                            cwd=REPO, capture_output=True, text=True, timeout=600)
-    assert ingest.returncode == 0, ingest.stderr[-2000:]
+    copy_ui_docs_home(ui_docs_home, kernelrag_home)          # FIXTURES/docs, ingested by `kernelrag ingest`
     port = free_port()
     log = tmp_path / "ui.log"
     with open(log, "w") as out:
