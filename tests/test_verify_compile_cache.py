@@ -8,6 +8,7 @@ from pathlib import Path
 from kernelrag.verify import compile_cache as cc
 from kernelrag.verify.baselines import Baselines
 from kernelrag.verify.session import GpuGate
+from test_verify_session import FakeReference
 
 TASK = "class Model: ...\n"
 NAME = cc.tag("2.11.0+cu130", "3.6.0", "NVIDIA H200")
@@ -61,32 +62,18 @@ def test_the_parent_refuses_what_could_leave_the_tasks_own_entry(tmp_path):
     assert [p.relative_to(root).parts[1] for p in root.rglob("a.py")] == [".._.._escape"]   # made safe
 
 
-class CachingReference:
+class CachingReference(FakeReference):
     """A reference process whose compile writes cache files, or finds them offered."""
 
     def __init__(self, log):
-        self.log, self.replies, self.offered = log, [], []
+        super().__init__(log)
+        self.offered = []
 
-    def send(self, data):
-        self.log.append(data["cmd"])
-        if data["cmd"] == "baseline_compile":
-            self.offered.append(data.get("cache"))
-            hit = bool(data.get("cache")) and Path(data["cache"], NAME, "triton", "k.cubin").is_file()
-            cache = {"hit": True} if hit else {"hit": False, "tag": NAME, "files": {
-                "triton/k.cubin": base64.b64encode(b"cubin").decode()}}
-            self.replies = [{"phase": "built"}, {"phase": "need_gpu"}]
-            self.after_gpu = {"ok": True, "compiled": True, "seconds": {"compile": 0.1}, "cache": cache}
-        elif data["cmd"] == "gpu":
-            self.replies = [self.after_gpu]
-        else:
-            self.replies = [{"ok": True, "compile": {"median_ms": 2.0, "iqr_ms": 0.1, "trials": 100},
-                             "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}}]
-
-    def recv(self, deadline):
-        return self.replies.pop(0)
-
-    def describe(self):
-        return "fake"
+    def compile_extra(self, data):
+        self.offered.append(data.get("cache"))
+        hit = bool(data.get("cache")) and Path(data["cache"], NAME, "triton", "k.cubin").is_file()
+        return {"cache": {"hit": True} if hit else {"hit": False, "tag": NAME, "files": {
+            "triton/k.cubin": base64.b64encode(b"cubin").decode()}}}
 
 
 def test_a_session_stores_its_baselines_compile_and_the_next_one_reuses_it(tmp_path):

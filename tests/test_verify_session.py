@@ -150,11 +150,16 @@ class FakeReference:
         self.gate_states.append(self.gate_state() if self.gate_state else None)
         if data["cmd"] == "baseline_compile":
             self.replies = [{"phase": "built"}, {"phase": "need_gpu"}]
+            self.compiled = {"ok": True, "compiled": True, "seconds": {"compile": 0.1}, **self.compile_extra(data)}
         elif data["cmd"] == "gpu":
-            self.replies = [{"ok": True, "compiled": True, "seconds": {"compile": 0.1}}]
+            self.replies = [self.compiled]
         else:
             self.replies = [{"ok": True, "compile": {"median_ms": 2.0, "iqr_ms": 0.1, "trials": 100},
                              "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}}]
+
+    def compile_extra(self, data):
+        """More fields of the compile reply (a subclass's cache files)."""
+        return {}
 
     def recv(self, deadline):
         return self.replies.pop(0)
