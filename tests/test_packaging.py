@@ -29,4 +29,6 @@ def test_floors_name_the_apis_used():
     deps = {re.split(r"[<>=\[]", d)[0]: d for d in PROJECT["project"]["dependencies"]}
     assert deps["mcp"] == "mcp>=2.0.0" and deps["gradio"] == "gradio>=6.0.0"
     assert int(PROJECT["build-system"]["requires"][0].split(">=")[1]) >= 77     # SPDX license string
-    assert "make floors" in (ROOT / ".ci" / "run").read_text()
+    run = (ROOT / ".ci" / "run").read_text()
+    assert "bash .ci/floors install" in run and "bash .ci/floors test" in run     # CI checks the floors
+    assert "PYTHON=$(PYTHON) bash .ci/floors" in (ROOT / "Makefile").read_text()   # and so does make floors
