@@ -9,7 +9,9 @@ the second reuses them, as a session that verifies many candidates does. Trials
 alternate between ``KERNELRAG_VERIFY_ISOLATION=none`` and ``auto`` so that load on a
 shared machine hits both alike. Reported per mode: median, interquartile range and
 every sample, for the cold (first) and warm (second) verification, and the medians'
-difference. Needs only the standard library in this process.
+difference, with each verdict phase's median per mode (where the difference sits: on the
+H200 on 2026-12-01 the cold one was +4.5 s, unexplained). Needs only the standard library
+in this process.
 """
 from __future__ import annotations
 
@@ -36,7 +38,7 @@ for _ in range(2):
     t0 = time.perf_counter()
     v = verify(sys.argv[1], sys.argv[2], device=sys.argv[3])
     out.append({"wall_s": time.perf_counter() - t0, "status": v.status, "isolation": v.isolation,
-                "torch": v.torch_version, "triton": v.triton_version})
+                "torch": v.torch_version, "triton": v.triton_version, "phases_s": v.phases.seconds})
 print("ISOLATION-TRIAL " + json.dumps(out))
 """
 
@@ -90,6 +92,12 @@ def main() -> int:
     for phase, index in (("cold", 0), ("warm", 1)):
         per = {mode: stats([t[index]["wall_s"] for t in runs[mode]]) for mode in runs}
         per["overhead_median_s"] = round(per["auto"]["median_s"] - per["none"]["median_s"], 3)
+        # where the difference sits: each verdict phase's median per mode, and auto minus none
+        names = sorted({k for mode in runs for t in runs[mode] for k in (t[index].get("phases_s") or {})})
+        medians = {mode: {k: statistics.median((t[index].get("phases_s") or {}).get(k, 0.0) for t in runs[mode])
+                          for k in names} for mode in runs}
+        per["phases_median_s"] = medians
+        per["phases_overhead_s"] = {k: round(medians["auto"][k] - medians["none"][k], 3) for k in names}
         result[phase] = per
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=1) + "\n")
