@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelrag.verify import compile_cache, isolation
+from kernelrag.verify.gate import Held
 from kernelrag.verify.processes import in_background
 
 COMPILE_TIMEOUT_S = 600.0     # torch.compile of a large model can take minutes on a busy host
@@ -96,8 +97,8 @@ class Baselines:
             return {k: dict(e.result) for k, e in self._entries.items() if e.done.is_set() and e.result}
 
     def _measure(self, entry: _Entry, source: str, seed: int, tolerance: Any) -> None:
-        ref, healthy, result, stamps = None, False, {}, {"gpu_wait": 0.0}
-        held: list[str] = []                 # what this baseline holds of the gate
+        ref, healthy, result, stamps = None, False, {}, {}
+        held = Held(self.gate)
         try:
             with self._compiles:
                 stamps["queued"] = time.monotonic() - entry.started
@@ -105,16 +106,15 @@ class Baselines:
                 ref = self._take_ref()
                 stamps["reference_process"] = time.monotonic() - t0
                 t0 = time.monotonic()
-                compiled = self._compile(ref, source, seed, tolerance, held, stamps)
-                stamps["compile_step"] = time.monotonic() - t0 - stamps["gpu_wait"]
+                compiled = self._compile(ref, source, seed, tolerance, held)
+                stamps["compile_step"] = time.monotonic() - t0 - held.waited_s
             if compiled is None:
                 result = {"compile": None, "error": f"the reference process gave no compiled baseline "
                                                     f"({ref.describe()})"}
             elif not compiled.get("compiled"):
                 result, healthy = _strip(compiled), True
             else:
-                if held != ["exclusive"]:     # a compiled graph that never asked for the GPU
-                    self._hold(held, "exclusive", stamps)
+                held.exclusive()              # held since the first call (a graph that never ran: now)
                 t0 = time.monotonic()
                 ref.send({"cmd": "baseline_time", "iters": 100})
                 timed = ref.recv(time.monotonic() + TIME_TIMEOUT_S)
@@ -129,7 +129,8 @@ class Baselines:
         except Exception as exc:   # noqa: BLE001 - candidates are then timed without a compile figure
             result = {"compile": None, "error": f"{type(exc).__name__}: {exc}"[:300]}
         finally:
-            self._hold(held, None, stamps)
+            held.release()
+            stamps["gpu_wait"] = held.waited_s
             if ref is not None:
                 self._give_ref(ref, healthy)
             result["measured_s"] = time.monotonic() - entry.started
@@ -137,40 +138,25 @@ class Baselines:
             entry.result = result
             entry.done.set()
 
-    def _hold(self, held: list[str], state: str | None, stamps: dict[str, float]) -> None:
-        """Release what ``held`` names, then take ``state`` of the gate (None: nothing), adding
-        the wait to ``stamps["gpu_wait"]``."""
-        while held:
-            self.gate.release(held.pop())
-        if state is not None:
-            t0 = time.monotonic()
-            getattr(self.gate, state)()
-            held.append(state)
-            stamps["gpu_wait"] += time.monotonic() - t0
-
-    def _compile(self, ref: Any, source: str, seed: int, tolerance: Any, held: list[str],
-                 stamps: dict[str, float]) -> dict[str, Any] | None:
+    def _compile(self, ref: Any, source: str, seed: int, tolerance: Any, held: Held) -> dict[str, Any] | None:
         """The compile step: the GPU shared while the model is built, nothing held while inductor
         compiles (minutes at worst), and the GPU alone from the compiled code's first call (where
         inductor may benchmark its own configurations) on, kept for the timing that follows."""
         deadline = time.monotonic() + COMPILE_TIMEOUT_S
         offered = compile_cache.offer(self.cache_root, source, isolation.exchange_base())
         try:
-            self._hold(held, "shared", stamps)
+            held.shared()
             ref.send({"cmd": "baseline_compile", "source": source, "seed": seed, "tolerance": tolerance,
                       "cache": str(offered) if offered else None})
             while True:
                 message = ref.recv(deadline)
                 phase = (message or {}).get("phase")
                 if phase == "built":
-                    self._hold(held, None, stamps)
+                    held.release()
                 elif phase == "need_gpu":
-                    if held != ["exclusive"]:
-                        self._hold(held, "exclusive", stamps)
+                    held.exclusive()
                     ref.send({"cmd": "gpu"})
                 elif phase is None:
-                    if message is None or not message.get("compiled"):
-                        self._hold(held, None, stamps)
                     if message is not None:
                         message["cache"] = self._keep(source, message.get("cache"))
                     return message

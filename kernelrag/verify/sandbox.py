@@ -63,6 +63,7 @@ from typing import Any
 
 from kernelrag.verify import isolation
 from kernelrag.verify.capture import OutputCapture
+from kernelrag.verify.gate import Held
 from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, reference_key, reference_server,
                                         spawn_candidate)
@@ -168,7 +169,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
                "second": job.second, "original": job.original, "budget_primary": job.budget_primary,
                "budget_second": job.budget_second, "tolerance": job.tolerance,
                "count": job.device == "cuda" and job.measure_time}
-    held = _Held(gate)
+    held = Held(gate)
     wait_for_go = job.device == "cuda" and job.measure_time
     files = {name: scratch / f"{name}.json" for name in ("plan", "go", "phase1", "result")}
     cand_job = {"device": job.device, "interpret": job.device == "cpu", "candidate_path": str(cand_path),
@@ -257,29 +258,6 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         if given_ref is None:
             give_back(reference_key(job.device), ref, healthy)
         s.clock["ended"] = time.monotonic()
-
-
-class _Held:
-    """What this run holds of the gate (nothing without one), released in one place."""
-
-    def __init__(self, gate):
-        self.gate, self.state = gate, None
-
-    def shared(self) -> None:
-        if self.gate is not None:
-            self.gate.shared()
-            self.state = "shared"
-
-    def exclusive(self) -> None:
-        if self.gate is not None:
-            self.release()
-            self.gate.exclusive()
-            self.state = "exclusive"
-
-    def release(self) -> None:
-        if self.gate is not None and self.state is not None:
-            self.gate.release(self.state)
-            self.state = None
 
 
 def _write(path: Path, data: dict[str, Any]) -> None:

@@ -36,8 +36,6 @@ one is timed.
 """
 from __future__ import annotations
 
-import collections
-import itertools
 import os
 import secrets
 import threading
@@ -49,64 +47,13 @@ from typing import Any, Callable, Iterable
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
 from kernelrag.verify.baselines import Baselines
+from kernelrag.verify.gate import GpuGate
 from kernelrag.verify.processes import (give_back, in_background, reference_key, reference_server, warm_zygote,
                                         zygotes_enabled)
 from kernelrag.verify.sandbox import Job, Session, Slot, run_session
 from kernelrag.verify.verdict import Verdict
 
 COMPILE_MODES = ("cached", "interleaved")
-
-
-class GpuGate:
-    """A fair readers-writer lock over the GPU.
-
-    ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone.
-    ``release(state)`` gives either back. Requests are served in arrival order: a shared
-    request waits only for exclusive ones that came before it, and an exclusive one for
-    everything before it. With a writer first, a steady stream of timings kept every
-    baseline's untimed first call (and so its compile figure) waiting for a gap for minutes
-    on the H200 (2026-12-02); in order, each waits for those ahead of it only.
-    """
-
-    def __init__(self):
-        self._cond = threading.Condition()
-        self._readers = 0
-        self._writer = False
-        self._queue: collections.deque[tuple[int, str]] = collections.deque()
-        self._tickets = itertools.count()
-
-    def _turn(self, ticket: tuple[int, str]) -> bool:
-        if self._writer:
-            return False
-        if ticket[1] == "exclusive":
-            return self._queue[0] == ticket and not self._readers
-        return all(kind == "shared" for _, kind in itertools.takewhile(lambda t: t != ticket, self._queue))
-
-    def _wait(self, kind: str) -> None:
-        with self._cond:
-            ticket = (next(self._tickets), kind)
-            self._queue.append(ticket)
-            self._cond.wait_for(lambda: self._turn(ticket))
-            self._queue.remove(ticket)
-            if kind == "exclusive":
-                self._writer = True
-            else:
-                self._readers += 1
-            self._cond.notify_all()          # the shared requests behind this one may go too
-
-    def shared(self) -> None:
-        self._wait("shared")
-
-    def exclusive(self) -> None:
-        self._wait("exclusive")
-
-    def release(self, state: str) -> None:
-        with self._cond:
-            if state == "exclusive":
-                self._writer = False
-            else:
-                self._readers -= 1
-            self._cond.notify_all()
 
 
 class VerifySession:

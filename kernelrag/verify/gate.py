@@ -1,0 +1,91 @@
+"""The GPU's gate: untimed GPU work shares the GPU, timing has it alone (``GpuGate``), and
+what one run holds of it, released in one place (``Held``)."""
+from __future__ import annotations
+
+import collections
+import itertools
+import threading
+import time
+
+
+class GpuGate:
+    """A fair readers-writer lock over the GPU.
+
+    ``shared()``: untimed GPU work, any number at once. ``exclusive()``: timing, alone.
+    ``release(state)`` gives either back. Requests are served in arrival order: a shared
+    request waits only for exclusive ones that came before it, and an exclusive one for
+    everything before it. With a writer first, a steady stream of timings kept every
+    baseline's untimed first call (and so its compile figure) waiting for a gap for minutes
+    on the H200 (2026-12-02); in order, each waits for those ahead of it only.
+    """
+
+    def __init__(self):
+        self._cond = threading.Condition()
+        self._readers = 0
+        self._writer = False
+        self._queue: collections.deque[tuple[int, str]] = collections.deque()
+        self._tickets = itertools.count()
+
+    def _turn(self, ticket: tuple[int, str]) -> bool:
+        if self._writer:
+            return False
+        if ticket[1] == "exclusive":
+            return self._queue[0] == ticket and not self._readers
+        return all(kind == "shared" for _, kind in itertools.takewhile(lambda t: t != ticket, self._queue))
+
+    def _wait(self, kind: str) -> None:
+        with self._cond:
+            ticket = (next(self._tickets), kind)
+            self._queue.append(ticket)
+            self._cond.wait_for(lambda: self._turn(ticket))
+            self._queue.remove(ticket)
+            if kind == "exclusive":
+                self._writer = True
+            else:
+                self._readers += 1
+            self._cond.notify_all()          # the shared requests behind this one may go too
+
+    def shared(self) -> None:
+        self._wait("shared")
+
+    def exclusive(self) -> None:
+        self._wait("exclusive")
+
+    def release(self, state: str) -> None:
+        with self._cond:
+            if state == "exclusive":
+                self._writer = False
+            else:
+                self._readers -= 1
+            self._cond.notify_all()
+
+
+class Held:
+    """What one run holds of the gate (nothing without one), released in one place, and the
+    seconds it waited for the gate (``waited_s``)."""
+
+    def __init__(self, gate):
+        self.gate, self.state, self.waited_s = gate, None, 0.0
+
+    def shared(self) -> None:
+        self._take("shared")
+
+    def exclusive(self) -> None:
+        self._take("exclusive")
+
+    def _take(self, state: str) -> None:
+        if self.gate is None or self.state == state:
+            return
+        self.release()
+        t0 = time.monotonic()
+        getattr(self.gate, state)()
+        self.waited_s += time.monotonic() - t0
+        self.state = state
+
+    def release(self) -> None:
+        if self.gate is not None and self.state is not None:
+            self.gate.release(self.state)
+            self.state = None
+
+
+__all__ = ["GpuGate", "Held"]
