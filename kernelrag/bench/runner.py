@@ -128,20 +128,19 @@ def _method(r: Round) -> str:
 
 
 def entry_from(result: GenerateResult, entry: dict[str, Any]) -> dict[str, Any]:
-    """The results-file entry of one generate run: every attempt, the last verdict."""
+    """The results-file entry of one generate run: every attempt, the kept (or last) verdict."""
     for r in result.rounds:
         if r.verdict is None:
             if not entry["attempts"]:
                 entry.update(status="no_candidate", reason=r.error or result.reason)
             continue
-        method = _method(r)
-        entry["attempts"].append({"skill": r.skill, "method": method, "drafter": r.drafter,
+        entry["attempts"].append({"skill": r.skill, "method": _method(r), "drafter": r.drafter,
                                   "transformations": list(r.transformations),
                                   "status": r.verdict.status, "reason": r.verdict.reason})
-        entry.update(skill=r.skill, method=method, transformations=list(r.transformations))
-    kept = kept_round(result.rounds)
-    if kept is not None:                # the kernel the run kept: not always the last one tried
-        entry.update(skill=kept.skill, method=_method(kept), transformations=list(kept.transformations))
+    # the kernel the run kept (not always the last one tried), else the last one verified
+    chosen = kept_round(result.rounds) or next((r for r in reversed(result.rounds) if r.verdict is not None), None)
+    if chosen is not None:
+        entry.update(skill=chosen.skill, method=_method(chosen), transformations=list(chosen.transformations))
     if result.verdict is not None:
         vd = result.verdict.to_dict()
         entry.update(status=vd.get("status"), reason=vd.get("reason"), verdict=vd)

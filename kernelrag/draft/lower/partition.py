@@ -9,6 +9,7 @@ no template opens is named in the error, which becomes the draft's reason.
 """
 from __future__ import annotations
 
+import copy
 import math
 from dataclasses import dataclass
 
@@ -51,13 +52,17 @@ def partition(graph: Graph) -> list[Region | ViewStep]:
     value (``single_output``) can absorb a node greedily that leaves an earlier value needed
     outside (the GEMM took ``y * y`` of an L2 norm whose row sum it could not hold, while the
     division needed ``y`` itself): the node after the first escaping value then opens the next
-    region instead, and the graph is partitioned again."""
+    region instead, and the graph is partitioned again. Each attempt works on a copy, since a
+    partition rewrites the graph (a squeeze it cannot place becomes a view, a row partial is a
+    new node); the one kept becomes the graph."""
     sink_views(graph)
     stops: set[int] = set()
     while True:
-        steps = _partition(graph, stops)
+        trial = copy.deepcopy(graph)
+        steps = _partition(trial, stops)
         cut = next((c for c in map(_first_past_escape, steps) if c is not None and c not in stops), None)
         if cut is None:
+            vars(graph).update(vars(trial))
             return steps
         stops.add(cut)
 
