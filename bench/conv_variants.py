@@ -2,11 +2,11 @@
 conv variant it is offered (``implicit_gemm``: the input gathered as it lies, NCHW;
 ``channels_last``: K as (tap, channel), the input made channels-last once), all verified
 through one ``VerifySession``, so every ratio is measured in one run against the same eager
-anchor. Writes a results file and, with ``--evidence``, one graph evidence record per
-verdict (the variant's transformations), so the generate loop's ranking learns the layout.
+anchor. Writes a results file and one evidence record per verdict (the variant's
+transformations) into the reasoning graph of ``$KERNELRAG_HOME`` (``--no-record``: not), so
+the generate loop's ranking learns the layout.
 
-    PYTHONPATH=. python3 bench/conv_variants.py --device cuda --out bench/results/conv-variants-h200-<date>.json \
-        --evidence $KERNELRAG_HOME/evidence-conv.jsonl
+    PYTHONPATH=. python3 bench/conv_variants.py --device cuda --out bench/results/conv-variants-h200-<date>.json
 """
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ sys.path.insert(0, str(ROOT))
 
 from kernelrag.draft.lower.lowering import lower, variant_choices  # noqa: E402
 from kernelrag.memory.graph_query import outcome_from_verdict  # noqa: E402
-from kernelrag.memory.writeback import append_evidence, evidence_record  # noqa: E402
+from kernelrag.config import load_settings  # noqa: E402
+from kernelrag.memory.graph import ReasoningGraph  # noqa: E402
+from kernelrag.memory.writeback import evidence_record, record_evidence  # noqa: E402
 from kernelrag.patterns import op_pattern  # noqa: E402
 
 CONV_VARIANTS = ("implicit_gemm", "channels_last", "direct")
@@ -32,14 +34,14 @@ TASKS = sorted(p for p in (ROOT / "bench" / "tasks").glob("*.py") if "conv" in p
 
 
 def drafts(tasks: list[Path], folder: Path) -> list[dict]:
-    """One row per (task, variant combination) whose conv variants differ."""
+    """One row per (task, variant combination), its candidate written to ``folder``."""
     rows = []
     for task in tasks:
         source = task.read_text()
         for combo in variant_choices(source):
             draft = lower(source, task.stem, combo)
-            row = {"task": task.stem, "variants": list(combo), "conv": next(v for v in combo if v in CONV_VARIANTS)
-                   if any(v in CONV_VARIANTS for v in combo) else None, "draft_ok": draft.ok}
+            row = {"task": task.stem, "variants": list(combo), "draft_ok": draft.ok,
+                   "conv": next((v for v in combo if v in CONV_VARIANTS), None)}
             if draft.ok:
                 path = folder / f"{task.stem}__{'_'.join(combo)}.py"
                 path.write_text(draft.source)
@@ -54,7 +56,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--evidence", type=Path, default=None, help="append graph evidence records to this JSONL")
+    ap.add_argument("--no-record", action="store_true", help="do not write the evidence into the reasoning graph")
     ap.add_argument("--only", nargs="*", default=[], help="task names (default: every suite task with a conv)")
     args = ap.parse_args(argv)
     tasks = [t for t in TASKS if not args.only or t.stem in args.only]
@@ -87,8 +89,8 @@ def main(argv: list[str] | None = None) -> int:
                                            log_id=f"conv-variants/{row['task']}/{'_'.join(row['variants'])}",
                                            detail=f"conv layout A/B: {row['conv']} on {row['task']}",
                                            variant="_".join(row["variants"])))
-    if args.evidence is not None:
-        append_evidence(args.evidence, records)
+    if records and not args.no_record:
+        record_evidence(ReasoningGraph(load_settings()), records)
     ratios = {}          # per task: implicit GEMM time / channels-last time, the other variants equal
     timed = {(r["task"], tuple(r["variants"])): r["kernel_ms"] for r in rows if r.get("kernel_ms")}
     for (task, combo), ms in timed.items():

@@ -40,7 +40,7 @@ for step in "$@"; do
     verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
                   --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
-                  --evidence "$work/home/evidence-conv.jsonl" 2>&1 | tail -30 ;;
+                  2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done
