@@ -187,15 +187,22 @@ def main(argv: list[str] | None = None) -> int:
     with _session(device=args.device, timeout_s=args.timeout_s, trials=args.trials,
                   measure_time=args.device != "cpu", compile_baseline=args.compile_baseline) as session:
         for skill in skills:             # every reference's torch.compile baseline, compiled ahead
-            getattr(session, "prefetch", lambda *_: None)(skill.reference_path.read_text())
+            if not _holds(args, library, skill):
+                getattr(session, "prefetch", lambda *_: None)(skill.reference_path.read_text())
         return _measure_all(args, library, skills, session.verify, evidence_path,
                             at_once=getattr(session, "workers", 1))
+
+
+def _holds(args: argparse.Namespace, library: SkillLibrary, skill: Skill) -> bool:
+    """``--skip-done`` on a GPU, and the skill's measurement still holds here."""
+    return (args.skip_done and args.device != "cpu" and skill.review_state in ("verified", "approved")
+            and library.is_stale(skill) is None)
 
 
 def _measure_all(args: argparse.Namespace, library: SkillLibrary, skills: list[Skill], verify: Callable[..., Any],
                  evidence_path: Path, at_once: int = 1) -> int:
     """Measure ``skills``, ``at_once`` at a time through the session (its workers time one at a
-    time on the GPU); results are printed and written in the skills' order as they finish."""
+    time on the GPU); each result is printed and written as it finishes."""
     start, lock, failed = time.monotonic(), threading.Lock(), []
 
     def one(i: int, skill: Skill) -> None:
@@ -203,8 +210,7 @@ def _measure_all(args: argparse.Namespace, library: SkillLibrary, skills: list[S
             with lock:
                 print(f"budget of {args.budget_s:.0f} s spent; {skill.name} not started (rerun with --skip-done)")
             return
-        done = skill.review_state in ("verified", "approved") and library.is_stale(skill) is None
-        if args.skip_done and args.device != "cpu" and done:
+        if _holds(args, library, skill):
             with lock:
                 print(f"[{i}/{len(skills)}] {skill.name}: measurement holds here, skipped")
             return
