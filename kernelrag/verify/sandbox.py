@@ -149,7 +149,7 @@ def run_session(job: Job, *, ref=None, slot: Slot | None = None, gate=None, base
     """One verification. ``ref``: a reference Server to use (the caller keeps it; see
     ``Session.ref_healthy``), else one from the pool. ``slot``: see ``Slot``. ``gate``:
     ``shared()``, ``exclusive()`` and ``release(state)`` around the GPU phases (see
-    ``session.GpuGate``). ``baseline()``: the task's torch.compile baseline, waited for
+    ``gate.GpuGate``). ``baseline()``: the task's torch.compile baseline, waited for
     before timing (see ``baselines.Baselines``)."""
     slot = slot or Slot.make(job.device, prestart=False)
     try:
