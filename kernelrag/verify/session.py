@@ -30,9 +30,9 @@ What a session reuses, and how it is keyed (nothing crosses from one task to ano
 
 Parallelism: ``workers`` candidates are in flight at once. On a GPU the gate lets any
 number share the device for untimed work (imports, correctness trials, comparisons,
-baseline compilation) but gives it to one alone for timing (a candidate's, or a
-baseline's): no two timed measurements overlap, and nothing else runs on the GPU while
-one is timed.
+baseline builds; inductor's compiling holds nothing) but gives it to one alone for timing
+(a candidate's, or a baseline's from its first call on): no two timed measurements
+overlap, and nothing else runs on the GPU while one is timed.
 """
 from __future__ import annotations
 
