@@ -3,7 +3,8 @@
     python bench/isolation_overhead.py                       # CPU: writes bench/results/isolation-cpu-DATE.json
     PYTHONPATH=. python3 bench/isolation_overhead.py --device cuda --trials 3   # on a GPU machine
 
-Each trial is a fresh interpreter that verifies one honest kernel twice: the first
+Each trial is a fresh interpreter that verifies one honest kernel twice (a copy with a
+nonce in its kernel each time, so its Triton compile is cold in both modes): the first
 verification starts the worker processes (reference server, and on CPU the zygote),
 the second reuses them, as a session that verifies many candidates does. Trials
 alternate between ``KERNELRAG_VERIFY_ISOLATION=none`` and ``auto`` so that load on a
@@ -30,13 +31,24 @@ TASK = ROOT / "tests" / "fixtures" / "verify" / "tasks" / "relu.py"
 KERNEL = ROOT / "tests" / "fixtures" / "verify" / "positive" / "relu.py"
 MARK = "ISOLATION-TRIAL "
 
+# Each verification gets a kernel of its own: a nonce comment inside the @triton.jit body
+# changes Triton's cache key, so both modes compile it cold, as a new candidate is. Without
+# it the H200 run of 2026-12-02 put +1.1-1.4 s of "isolation overhead" in the compile
+# phase: with isolation off the second verification found the first one's kernel in the
+# shared Triton cache, in the sandbox each candidate's private /tmp starts empty.
 DRIVER = """
-import json, sys, time
+import json, os, re, sys, tempfile, time
 from kernelrag.verify import verify
 out = []
-for _ in range(2):
+source = open(sys.argv[2]).read()
+folder = tempfile.mkdtemp(prefix="isolation-trial-")
+for k in range(2):
+    nonce = os.urandom(8).hex()
+    path = os.path.join(folder, f"candidate_{k}.py")
+    with open(path, "w") as f:
+        f.write(re.sub(r"(@triton\\.jit\\ndef [^\\n]*:\\n)", lambda m: m.group(1) + f"    # trial {nonce}\\n", source, count=1))
     t0 = time.perf_counter()
-    v = verify(sys.argv[1], sys.argv[2], device=sys.argv[3])
+    v = verify(sys.argv[1], path, device=sys.argv[3])
     out.append({"wall_s": time.perf_counter() - t0, "status": v.status, "isolation": v.isolation,
                 "torch": v.torch_version, "triton": v.triton_version, "phases_s": v.phases.seconds})
 print("ISOLATION-TRIAL " + json.dumps(out))

@@ -198,3 +198,24 @@ def test_the_column_variant_keeps_torchs_nan_rule_too(op):
     ref, out = run_both(src, d.source)
     assert ref.isnan().any()
     torch.testing.assert_close(out, ref, equal_nan=True)
+
+
+@pytest.mark.parametrize("dims, warps, block", [(LONG, 16, 2048), ("batch_size = 3\ndim = 3000", 4, 1024)])
+def test_long_rows_loop_at_16_warps_so_the_rows_in_flight_fit_in_l2(dims, warps, block):
+    """At 4 warps an H200 SM holds 16 programs: rows of 16384 fp32 then overflow L2 before their
+    second read (layer and RMS norm at 57-63% of the roofline, 2026-12-02)."""
+    import tempfile
+
+    from cuda_compile import load, record
+    from kernelrag.task import load_task
+
+    src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=dims)
+    d = lower(src, "ln", ("looped",))
+    assert d.ok, d.reason
+    with tempfile.TemporaryDirectory() as folder:
+        cand = load(d.source, os.path.join(folder, "cand_ln.py"))
+        launches = record(cand, execute=False)
+        t = load_task(src, "ln_task")
+        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+    [launch] = launches
+    assert launch["options"]["num_warps"] == warps and launch["kwargs"]["BLOCK_R"] == block, launch

@@ -764,8 +764,35 @@ def test_simulated_pointer_cache_fails_the_recheck(monkeypatch):
         return memo[key]
 
     result = _run_simulated(monkeypatch, cached)
-    assert not result["recheck"]["passed"] and result["recheck"]["failed_rounds"] >= 20
+    assert not result["recheck"]["passed"] and result["recheck"]["failed_rounds"] >= 1
     assert any("outputs produced during timing differ" in b for b in result["blocking"])
+    memo.clear()
+    monkeypatch.setattr(timing, "_urandom", lambda n: b"\x00" * n)     # every draw says "compare"
+    result = _run_simulated(monkeypatch, cached)
+    assert result["wall_check"]["rechecked_rounds"] == 30 and result["recheck"]["failed_rounds"] >= 20
+
+
+def test_rechecks_are_sampled_after_each_round_and_always_cover_first_and_last(monkeypatch):
+    calls, draws = [], []
+
+    def urandom(n):
+        draws.append(len(calls))          # candidate calls returned when the draw is made
+        return b"\xff" * n                # "do not compare": only the first and last rounds are
+
+    def lazy_in_the_middle(x, y):         # 2 warm-up calls, then round r is call 3 + r
+        calls.append(1)
+        return torch.zeros_like(x) if 5 <= len(calls) <= iters else _gate(x, y)
+
+    iters = 60
+    monkeypatch.setattr(timing, "_urandom", urandom)
+    result = _run_simulated(monkeypatch, lazy_in_the_middle, iters=iters)
+    assert result["wall_check"]["rechecked_rounds"] == 2 and result["recheck"]["passed"]
+    assert draws == list(range(4, 4 + iters - 2))      # each draw after its round's call, never before
+    monkeypatch.setattr(timing, "_urandom", os.urandom)
+    calls.clear()
+    result = _run_simulated(monkeypatch, lazy_in_the_middle, iters=iters)
+    # 56 lazy rounds, each compared with probability 1/4: all unseen with probability 0.75**56 ~ 1e-7
+    assert not result["recheck"]["passed"] and 2 < result["wall_check"]["rechecked_rounds"] < iters
 
 
 def test_simulated_thread_and_broken_compile(monkeypatch):

@@ -38,7 +38,9 @@ def variant_choices(task: "Task | str", partial: bool = False) -> list[tuple[str
     combos = [tuple(_default(graph, r) for r in regions)]
     for k, r in enumerate(regions):
         for v in r.template.variants:
-            if v != combos[0][k] and r.template.unavailable(graph, r, v) is None:
+            dominated = getattr(r.template, "dominated", None)
+            if v != combos[0][k] and r.template.unavailable(graph, r, v) is None and not (
+                    dominated and dominated(graph, r, v)):
                 combo = list(combos[0])
                 combo[k] = v
                 combos.append(tuple(combo))

@@ -8,6 +8,15 @@ from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
 
 MAX_FUSED = 8192
+# The looped passes re-read each row, from L2 only if the rows in flight fit there. At 4
+# warps an SM holds up to 16 programs: 16 rows of 64 KB (16384 fp32) on 132 SMs is 135 MB
+# against the H200's 50 MB L2, so the second read went to HBM (layer/RMS norm at 16384:
+# 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps and 63
+# registers two programs fit an SM: 17 MB in flight, and the chunk is one 16-byte load
+# per thread (LOOP_BLOCK / 512 threads = 4 fp32 lanes).
+LOOP_BLOCK = 2048
+LONG_ROW = 8192
+LOOP_WARPS_LONG = 16
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
          "argmax": "float('-inf')", "argmin": "float('inf')"}
 
@@ -363,15 +372,16 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
         strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
         outs.append(f"out{k}")
     if variant == "looped" and looped_ok:
-        lines += ["    fits = False", "    block_r = min(1024, triton.next_power_of_2(n_red))"]
+        lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {LONG_ROW} else 1024, triton.next_power_of_2(n_red))"]
     else:
         limit = MAX_FUSED if looped_ok else 65536
         lines += [f"    fits = n_red <= {limit}"]
         if not looped_ok:
             lines += ["    if not fits:",
                       f"        raise ValueError(f\"rows of {{n_red}} elements exceed {limit}; this kernel keeps the row in registers\")"]
-        lines += ["    block_r = triton.next_power_of_2(n_red) if fits else 1024"]
-    lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else 4"]
+        lines += [f"    block_r = triton.next_power_of_2(n_red) if fits else {LOOP_BLOCK} if n_red >= {LONG_ROW} else 1024"]
+    lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else "
+              f"({LOOP_WARPS_LONG} if n_red >= {LONG_ROW} else 4)"]
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
