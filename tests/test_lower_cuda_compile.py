@@ -41,9 +41,12 @@ def module_of(source: str, name: str) -> types.ModuleType:
 
 
 def combinations(src: str) -> list[tuple[str, ...]]:
+    """The combinations a generate run tries, plus ``split`` and ``looped`` everywhere they
+    apply (``variant_choices`` leaves ``looped`` out where the traced rows are too long to
+    hold: the same kernel as ``registers`` there, but not at the small sizes run here)."""
     combos = variant_choices(src)
-    split = tuple("split" if v in ("registers", "looped") else v for v in combos[0])
-    return combos + ([split] if split not in combos and lower(src, "s", split).ok else [])
+    extra = [tuple(alt if v in ("registers", "looped") else v for v in combos[0]) for alt in ("split", "looped")]
+    return combos + [c for c in dict.fromkeys(extra) if c not in combos and lower(src, "s", c).ok]
 
 
 def launched(path: Path, combos: list[tuple[str, ...]], tmp_path: Path, rewrite=None,

@@ -219,3 +219,13 @@ def test_long_rows_loop_at_16_warps_so_the_rows_in_flight_fit_in_l2(dims, warps,
         cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
     [launch] = launches
     assert launch["options"]["num_warps"] == warps and launch["kwargs"]["BLOCK_R"] == block, launch
+
+
+def test_looped_is_not_offered_where_registers_loops_too():
+    """Rows past MAX_FUSED at the traced size: ``registers`` emits the looped passes, so a round
+    on ``looped`` would re-time the same kernel; shorter rows keep both."""
+    from kernelrag.draft.lower.lowering import variant_choices
+
+    long_rows = variant_choices(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=LONG))
+    assert ("looped",) not in long_rows and long_rows[0] == ("registers",), long_rows
+    assert ("looped",) in variant_choices(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)"))
