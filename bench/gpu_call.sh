@@ -7,7 +7,8 @@
 # benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present),
 # isolation (bench/isolation_overhead.py: the sandbox's cost per verification), verifygpu
 # (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
-# (bench/conv_variants.py: the conv template's layouts side by side).
+# (bench/conv_variants.py: the conv template's layouts side by side), profile
+# (bench/profile_tasks.py: the memory-bound losers' drafts under ncu).
 set -u
 out=$1; shift
 work=/tmp/kr-gpu; mkdir -p "$work"
@@ -41,6 +42,8 @@ for step in "$@"; do
                   --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
                   2>&1 | tail -30 ;;
+    profile)    timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-h200-$day.json" \
+                  --budget-s $((secs - 60)) 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done

@@ -182,6 +182,12 @@ def _ptxas_usage(ptx: str | None) -> dict:
     usage = {"registers": None, "spill_bytes": None}
     if not ptx:
         return usage
+    # global memory instructions by width: scalar loads where v4 were expected mean the
+    # compiler could not prove contiguity or alignment (a bandwidth signal without a GPU)
+    for op in ("ld", "st"):
+        lines = [line for line in ptx.splitlines() if re.search(rf"\b{op}\.global\b", line)]
+        usage[f"{op}_global"] = len(lines)
+        usage[f"{op}_global_v4"] = sum(".v4." in line for line in lines)
     with tempfile.TemporaryDirectory() as tmp:
         src = os.path.join(tmp, "kernel.ptx")
         with open(src, "w") as f:

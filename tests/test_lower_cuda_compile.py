@@ -183,3 +183,4 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     [result] = compile_launches([(str(tmp_path / "copy.py"), launches)])
     assert result["ok"], result["error"]
     assert 0 < result["registers"] <= 255 and result["spill_bytes"] == 0
+    assert result["ld_global"] >= 1 and result["st_global"] >= 1       # global memory instructions counted

@@ -1,0 +1,79 @@
+"""Where the losing kernels lose: each task's composed draft verified once more under ncu.
+
+    PYTHONPATH=. python3 bench/profile_tasks.py --out DIR/profile.json [TASK ...]
+
+For each task (a name in bench/tasks/, by default the memory-bound losers of the H200 run
+of 2026-12-02), every variant combination the lowering offers is drafted offline and
+verified on the GPU with ``profile=True``: the verifier's timing, then one ncu pass
+(``--clock-control none``) that names each kernel's limiter (memory, compute, latency)
+with its speed-of-light shares, occupancy and DRAM bytes (see ``kernelrag.verify.profile``).
+DRAM bytes against the task's declared bytes say whether a kernel re-reads from HBM what
+should have stayed in L2. Writes one JSON file: per task and combination, the verdict's
+status, times, speedups and profile. Needs only torch, triton and numpy (the GPU machine).
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "bench" / "tasks"
+# memory-bound tasks at 43-63% of the roofline on 2026-12-02, one of each kernel shape
+LOSERS = ("batch_norm_eval_relu", "group_norm", "instance_norm_relu", "layer_norm", "rms_norm",
+          "layer_norm_relu_residual", "argmax_dim")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", default=list(LOSERS), help="task names in bench/tasks/")
+    parser.add_argument("--out", required=True, help="results file (JSON)")
+    parser.add_argument("--budget-s", type=float, default=300.0, help="start no new verification after this")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    from kernelrag.draft.lower.lowering import lower, variant_choices
+    from kernelrag.verify import VerifySession
+
+    rows, pairs = [], []
+    with tempfile.TemporaryDirectory(prefix="profile-tasks-") as folder:
+        for name in args.tasks:
+            task = TASKS / f"{name}.py"
+            for combo in variant_choices(task.read_text()):
+                draft = lower(task.read_text(), name, combo)
+                if not draft.ok:
+                    rows.append({"task": name, "variants": list(combo), "error": draft.reason})
+                    continue
+                candidate = Path(folder) / f"{name}_{'_'.join(combo)}.py"
+                candidate.write_text(draft.source)
+                pairs.append((name, combo, task, candidate))
+        # one candidate at a time: the ncu pass runs after the verification's timing, outside
+        # the GPU gate, and must not overlap another candidate's timed rounds
+        start = time.monotonic()
+        with VerifySession(device="cuda", workers=1) as session:
+            for name, combo, task, candidate in pairs:
+                if time.monotonic() - start > args.budget_s:
+                    break
+                [v] = session.verify_pairs([(task, candidate)], errors="return", overrides=[{"profile": True}])
+                if isinstance(v, Exception):
+                    rows.append({"task": name, "variants": list(combo), "error": str(v)})
+                    continue
+                v = v.to_dict()
+                rows.append({"task": name, "variants": list(combo),
+                             **{k: v.get(k) for k in ("status", "kernel_ms", "compile_ms", "eager_ms",
+                                                      "speedup_vs_compile", "frac_roofline", "bytes_moved",
+                                                      "profile", "wall_s")}})
+                print(f"{name} {'+'.join(combo)}: {v.get('status')}, {v.get('speedup_vs_compile')} x compile; "
+                      f"{(v.get('profile') or {}).get('main')}", flush=True)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"date": datetime.date.today().isoformat(), "rows": rows}, indent=1) + "\n")
+    print(f"written to {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
