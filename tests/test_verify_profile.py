@@ -125,3 +125,22 @@ def test_fp32_gemm_bench_dry_run(tmp_path):
     assert summary["evidence_records"] == sum(len(t["timed"]) for t in tuning)
     assert all(v["status"] == "correct" for v in summary["verify"].values()), summary["verify"]
     assert all(e["rel_err"] < 1e-6 for e in summary["goal"]["per_size"].values())
+
+
+def test_the_profiled_run_holds_a_sessions_gpu_gate_alone(monkeypatch):
+    """ncu replays the kernels: in a session, no other candidate's timed rounds may overlap it."""
+    from kernelrag.verify import pipeline
+    from kernelrag.verify.gate import GpuGate
+
+    gate, seen = GpuGate(), []
+
+    def fake_profile(task_src, candidate_src, **kw):
+        seen.append((gate._writer, gate._readers))
+        return {"profiled": True, "kernels": 1, "main": {}}
+
+    monkeypatch.setattr(profile, "profile_candidate", fake_profile)
+    v = Verdict(status="correct", ok=True, device="cuda")
+    pipeline._profile(v, "task", "candidate", 60.0, gate)
+    assert seen == [(True, 0)] and not gate._writer          # alone while profiled, released after
+    pipeline._profile(Verdict(status="correct", ok=True, device="cuda"), "task", "candidate", 60.0)
+    assert len(seen) == 2                                      # without a session: no gate to take

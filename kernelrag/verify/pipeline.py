@@ -64,7 +64,8 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
                   trials: int = 5, measure_time: bool = True, seed: int | None = None,
                   tolerance: dict[str, float] | str | None = None, policy: StaticPolicy | None = None,
                   cache_dir: str | Path | None = None, require_isolation: bool = False,
-                  runner: Callable[[Job], Session] | None = None, profile: bool = False) -> Verdict:
+                  runner: Callable[[Job], Session] | None = None, profile: bool = False,
+                  gate: Any = None) -> Verdict:
     """Check a candidate against a task and return a Verdict; never raises on a bad kernel.
 
     ``device``: "auto" (cuda when a GPU is visible), "cpu" (Triton interpreter, shrunk
@@ -78,7 +79,7 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     ``session.VerifySession`` passes its own, with warm processes and caches).
     ``profile``: on a GPU, profile a verified candidate's kernels once with ncu
     (``profile.profile_candidate``) into ``verdict.profile``; costs a run under the
-    profiler, so it is off by default. Raises TaskError only when the task file is
+    profiler, so it is off by default. ``gate``: a session's GPU gate, held alone for it. Raises TaskError only when the task file is
     malformed.
     """
     start = time.monotonic()
@@ -117,7 +118,7 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
         v = _run(v, task_src, tree, candidate_src, static, resolved, device, timeout_s, trials,
                  measure_time, seed, tolerance, cache_dir, runner or run_session)
         if profile:
-            _profile(v, task_src, candidate_src, timeout_s)
+            _profile(v, task_src, candidate_src, timeout_s, gate)
     else:
         v = early
         v.isolation = "not needed: rejected before any candidate code ran"
@@ -160,16 +161,24 @@ def _run(v, task_src, tree, candidate_src, static, resolved, requested, timeout_
     return v
 
 
-def _profile(v: Verdict, task_src: str, candidate_src: str, timeout_s: float) -> None:
-    """ncu counters for a verified candidate on a GPU; elsewhere a note of why there are none."""
+def _profile(v: Verdict, task_src: str, candidate_src: str, timeout_s: float, gate: Any = None) -> None:
+    """ncu counters for a verified candidate on a GPU; elsewhere a note of why there are none.
+    In a session (``gate``: its ``GpuGate``) the profiled run has the GPU alone, as a timing
+    does: ncu's replays would otherwise overlap the other candidates' timed rounds."""
     if v.device != "cuda":
         v.profile = {"profiled": False, "note": "no GPU: the profiler needs one"}
     elif not v.ok:
         v.profile = {"profiled": False, "note": f"not profiled: the candidate is {v.status}"}
     else:
+        from kernelrag.verify.gate import Held
         from kernelrag.verify.profile import profile_candidate
 
-        v.profile = profile_candidate(task_src, candidate_src, timeout_s=min(timeout_s, 180.0), seed=v.seed or 0)
+        held = Held(gate)
+        try:
+            held.exclusive()
+            v.profile = profile_candidate(task_src, candidate_src, timeout_s=min(timeout_s, 180.0), seed=v.seed or 0)
+        finally:
+            held.release()
     if not v.profile.get("profiled"):
         v.warnings.append(f"profile: {v.profile['note']}; event timing only")
 

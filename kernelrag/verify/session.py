@@ -109,10 +109,11 @@ class VerifySession:
     # ------------------------------------------------------------ verifying
     def verify(self, task_path: str | Path, candidate_path: str | Path, **overrides: Any) -> Verdict:
         """One candidate file against one task file (``overrides``: per-call ``verify`` options)."""
-        return verify(task_path, candidate_path, **{**self.options, **overrides}, runner=self.run_job)
+        return verify(task_path, candidate_path, **{**self.options, **overrides}, runner=self.run_job, gate=self.gate)
 
     def verify_source(self, task_src: str, candidate_src: str, **overrides: Any) -> Verdict:
-        return verify_source(task_src, candidate_src, **{**self.options, **overrides}, runner=self.run_job)
+        return verify_source(task_src, candidate_src, **{**self.options, **overrides}, runner=self.run_job,
+                             gate=self.gate)
 
     def verify_many(self, task_path: str | Path, candidate_paths: Iterable[str | Path], *,
                     on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
