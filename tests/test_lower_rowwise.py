@@ -229,3 +229,13 @@ def test_looped_is_not_offered_where_registers_loops_too():
     long_rows = variant_choices(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=LONG))
     assert ("looped",) not in long_rows and long_rows[0] == ("registers",), long_rows
     assert ("looped",) in variant_choices(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)"))
+
+
+def test_the_evidence_names_what_runs_at_the_traced_size():
+    """``registers`` over rows past MAX_FUSED runs the looped passes: its evidence says
+    recompute_over_store, never row_in_registers (which the graph would then rank elsewhere)."""
+    ln = "self.ln = nn.LayerNorm(dim)"
+    long_rows, short_rows = (lower(task("self.ln(x)", body=ln, dims=d), "ln", ("registers",))
+                             for d in (LONG, "batch_size = 6\ndim = 300"))
+    assert "recompute_over_store" in long_rows.transformations and "row_in_registers" not in long_rows.transformations
+    assert "row_in_registers" in short_rows.transformations

@@ -22,11 +22,13 @@ the running total across chunks. FLOPs are those of the chain per element; the
 kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
 
 Variants: ``registers`` (the row in registers when it fits MAX_FUSED elements, passes
-otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warps for rows of 8192
-or more, so the rows in flight stay in L2 for the re-read: a bounded register budget), ``split`` (few long rows: two stages, see ``rowwise_split``; the default when rows are
-fewer than 128 and longer than 64K elements at the traced size) and ``column`` (the
-innermost dim kept: programs own tiles of it and walk the reduced dims, see
-``rowwise_column``; the default when that dim has 16 or more positions).
+otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warps for rows of
+8192 or more, so the rows in flight stay in L2 for the re-read: a bounded register
+budget), ``split`` (few long rows: two stages, see ``rowwise_split``; the default when
+rows are fewer than 128 and longer than 64K elements at the traced size) and ``column``
+(the innermost dim kept: programs own tiles of it and walk the reduced dims, see
+``rowwise_column``; the default when that dim has 16 or more positions). ``dominated``
+leaves out of a generate run's rounds the variants that cannot win at the traced size.
 """
 from __future__ import annotations
 

@@ -1,6 +1,8 @@
 """The row-wise template's kernel text and launcher (the placement is in ``rowwise``)."""
 from __future__ import annotations
 
+import math
+
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
@@ -345,7 +347,8 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
     kernels = helpers(w) + [kernel]
     return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
-                   launcher_name=name, transformations=_transformations(variant, graph, region),
+                   launcher_name=name, transformations=_transformations(_as_run(variant, region, looped_ok),
+                                                                        graph, region),
                    doc=_doc(graph, region, variant))
 
 
@@ -392,6 +395,14 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
               f"        {kname}[(n_rows,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",
               f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
     return "\n".join(lines) + "\n"
+
+
+def _as_run(variant: str, region: Region, looped_ok: bool) -> str:
+    """The variant the kernel runs as at the traced size: ``registers`` over rows longer than
+    MAX_FUSED loops, and its evidence must say so (it once credited row_in_registers with
+    looped kernels, and that ranking then spread to other patterns)."""
+    n_red = math.prod(region.domain[d] for d in region.reduced)
+    return "looped" if variant == "registers" and looped_ok and n_red > MAX_FUSED else variant
 
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
