@@ -79,8 +79,8 @@ def verify_source(task_src: str, candidate_src: str, *, device: str = "auto", ti
     ``session.VerifySession`` passes its own, with warm processes and caches).
     ``profile``: on a GPU, profile a verified candidate's kernels once with ncu
     (``profile.profile_candidate``) into ``verdict.profile``; costs a run under the
-    profiler, so it is off by default. ``gate``: a session's GPU gate, held alone for it. Raises TaskError only when the task file is
-    malformed.
+    profiler, so it is off by default. ``gate``: a session's GPU gate, held alone for the
+    profiled run. Raises TaskError only when the task file is malformed.
     """
     start = time.monotonic()
     if device not in DEVICES:

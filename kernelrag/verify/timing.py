@@ -25,10 +25,10 @@ Hacks 9, 11, 12, 17, 19 and 26 of the threat model (shared/VERIFY.md) are handle
   (``tolerances.recheck_outputs``) in the first and last timed rounds and in about one
   round in RECHECK_ONE_IN of the others, drawn from the OS's random source after the
   round's calls have returned: a candidate cannot know which of its outputs will be
-  looked at, so one lazy in m rounds goes unseen with probability (1 - 1/4)**m (0.3% at
-  m = 20). Every round was compared until 2026-12-02; on the H200 the comparison in
-  float64 of 2 GB outputs was ~45 ms a round, two thirds of a typical timing phase,
-  while the GPU was held for timing alone.
+  looked at, so a candidate lazy in m rounds goes unseen with probability (3/4)**m
+  (0.3% at m = 20). Every round was compared until 2026-12-02: a float64 comparison of
+  2 GB outputs, about 27 kernels and 6 host syncs per 16M elements (an estimated ~45 ms
+  a round), was most of the ~6.5 s for which a 4 GB task's timing held the H200 alone.
 
 Import this module before the candidate: the captured timer functions are then the
 real ones even if the candidate patches ``torch.cuda.Event`` or ``time`` later.

@@ -13,9 +13,9 @@ MAX_FUSED = 8192
 # The looped passes re-read each row, from L2 only if the rows in flight fit there. At 4
 # warps an SM holds up to 16 programs: 16 rows of 64 KB (16384 fp32) on 132 SMs is 135 MB
 # against the H200's 50 MB L2, so the second read went to HBM (layer/RMS norm at 16384:
-# 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps and 63
-# registers two programs fit an SM: 17 MB in flight, and the chunk is one 16-byte load
-# per thread (LOOP_BLOCK / 512 threads = 4 fp32 lanes).
+# 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps a layer
+# norm's looped kernel takes 40 registers on sm_90 (ptxas): three programs an SM, 25 MB in
+# flight, and each chunk is one 16-byte load per thread (LOOP_BLOCK / 512 threads).
 LOOP_BLOCK = 2048
 LONG_ROW = 8192
 LOOP_WARPS_LONG = 16
