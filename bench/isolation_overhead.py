@@ -37,11 +37,12 @@ MARK = "ISOLATION-TRIAL "
 # phase: with isolation off the second verification found the first one's kernel in the
 # shared Triton cache, in the sandbox each candidate's private /tmp starts empty.
 DRIVER = """
-import json, os, re, sys, tempfile, time
+import atexit, json, os, re, shutil, sys, tempfile, time
 from kernelrag.verify import verify
 out = []
 source = open(sys.argv[2]).read()
 folder = tempfile.mkdtemp(prefix="isolation-trial-")
+atexit.register(shutil.rmtree, folder, True)
 for k in range(2):
     nonce = os.urandom(8).hex()
     path = os.path.join(folder, f"candidate_{k}.py")

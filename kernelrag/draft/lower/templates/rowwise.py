@@ -32,14 +32,12 @@ leaves out of a generate run's rounds the variants that cannot win at the traced
 """
 from __future__ import annotations
 
-import math
-
 from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
-from kernelrag.draft.lower.templates.rowwise_emit import MAX_FUSED, _Writer, emit_rowwise
+from kernelrag.draft.lower.templates.rowwise_emit import MAX_FUSED, _Writer, emit_rowwise, loops_at_traced_size
 from kernelrag.draft.lower.templates.rowwise_passes import cone
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
                                                              is_split_worthwhile, split_unavailable)
@@ -167,7 +165,7 @@ class RowwiseTemplate:
         elsewhere once ranked it first for mean_pool_linear, 6.9 ms against column's 1.1 ms."""
         if variant != "column" and self.unavailable(graph, region, "column") is None and is_column_worthwhile(region):
             return "the innermost dim is kept: row lanes would stride by it (the column variant coalesces)"
-        if variant == "looped" and math.prod(region.domain[d] for d in region.reduced) > MAX_FUSED:
+        if variant == "looped" and loops_at_traced_size(region):
             # the same kernel as ``registers`` at this size, whose rows are too long to hold: a
             # round spent on it re-times the same code (conv3d_group_norm_silu's second round on
             # the H200, 2026-12-02, instead of its channels_last convolution)

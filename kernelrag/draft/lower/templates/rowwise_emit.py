@@ -17,7 +17,7 @@ MAX_FUSED = 8192
 # norm's looped kernel takes 40 registers on sm_90 (ptxas): three programs an SM, 25 MB in
 # flight, and each chunk is one 16-byte load per thread (LOOP_BLOCK / 512 threads).
 LOOP_BLOCK = 2048
-LONG_ROW = 8192
+WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
 LOOP_WARPS_LONG = 16
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
          "argmax": "float('-inf')", "argmin": "float('inf')"}
@@ -375,16 +375,16 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
         strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
         outs.append(f"out{k}")
     if variant == "looped" and looped_ok:
-        lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {LONG_ROW} else 1024, triton.next_power_of_2(n_red))"]
+        lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, triton.next_power_of_2(n_red))"]
     else:
         limit = MAX_FUSED if looped_ok else 65536
         lines += [f"    fits = n_red <= {limit}"]
         if not looped_ok:
             lines += ["    if not fits:",
                       f"        raise ValueError(f\"rows of {{n_red}} elements exceed {limit}; this kernel keeps the row in registers\")"]
-        lines += [f"    block_r = triton.next_power_of_2(n_red) if fits else {LOOP_BLOCK} if n_red >= {LONG_ROW} else 1024"]
+        lines += [f"    block_r = triton.next_power_of_2(n_red) if fits else {LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024"]
     lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else "
-              f"({LOOP_WARPS_LONG} if n_red >= {LONG_ROW} else 4)"]
+              f"({LOOP_WARPS_LONG} if n_red >= {WIDE_LOOP_ROW} else 4)"]
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
@@ -397,12 +397,17 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     return "\n".join(lines) + "\n"
 
 
+def loops_at_traced_size(region: Region) -> bool:
+    """Rows longer than MAX_FUSED at the traced size: the ``registers`` variant runs its
+    looped passes there, the same kernel as ``looped``."""
+    return math.prod(region.domain[d] for d in region.reduced) > MAX_FUSED
+
+
 def _as_run(variant: str, region: Region, looped_ok: bool) -> str:
-    """The variant the kernel runs as at the traced size: ``registers`` over rows longer than
-    MAX_FUSED loops, and its evidence must say so (it once credited row_in_registers with
-    looped kernels, and that ranking then spread to other patterns)."""
-    n_red = math.prod(region.domain[d] for d in region.reduced)
-    return "looped" if variant == "registers" and looped_ok and n_red > MAX_FUSED else variant
+    """The variant the kernel runs as at the traced size; its evidence must say so (it once
+    credited row_in_registers with looped kernels, and that ranking then spread to other
+    patterns)."""
+    return "looped" if variant == "registers" and looped_ok and loops_at_traced_size(region) else variant
 
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
