@@ -24,6 +24,7 @@ import platform
 import statistics
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -80,21 +81,8 @@ def unshare_version() -> str | None:
         return None
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
-    parser.add_argument("--trials", type=int, default=5)
-    parser.add_argument("--out", help="results file (default bench/results/isolation-DEVICE-DATE.json)")
-    args = parser.parse_args()
-    today = datetime.date.today().isoformat()
-    out = Path(args.out or ROOT / "bench" / "results" / f"isolation-{args.device}-{today}.json")
-    runs: dict[str, list[list[dict]]] = {"none": [], "auto": []}
-    for i in range(args.trials):
-        for mode in (("none", "auto") if i % 2 == 0 else ("auto", "none")):
-            runs[mode].append(trial(mode, args.device))
-            print(f"trial {i + 1}/{args.trials} {mode}: " + ", ".join(
-                f"{r['wall_s']:.2f} s {r['status']}" for r in runs[mode][-1]), flush=True)
-    result = {"date": today, "device": args.device, "trials": args.trials,
+def summarise(runs: dict[str, list[list[dict]]], today: str, device: str) -> dict:
+    result = {"date": today, "device": device, "trials": len(runs["auto"]),
               "task": str(TASK.relative_to(ROOT)), "candidate": str(KERNEL.relative_to(ROOT)),
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           "root": os.geteuid() == 0},
@@ -112,8 +100,36 @@ def main() -> int:
         per["phases_median_s"] = medians
         per["phases_overhead_s"] = {k: round(medians["auto"][k] - medians["none"][k], 3) for k in names}
         result[phase] = per
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
+    parser.add_argument("--trials", type=int, default=5)
+    parser.add_argument("--budget-s", type=float, default=float("inf"),
+                        help="start no pair of trials that would not end inside this many seconds")
+    parser.add_argument("--out", help="results file (default bench/results/isolation-DEVICE-DATE.json)")
+    args = parser.parse_args()
+    today = datetime.date.today().isoformat()
+    out = Path(args.out or ROOT / "bench" / "results" / f"isolation-{args.device}-{today}.json")
+    runs: dict[str, list[list[dict]]] = {"none": [], "auto": []}
+    started = time.monotonic()
+    result: dict = {}
+    for i in range(args.trials):
+        # a pair is both modes; the file is rewritten after each pair, so a call cut short
+        # still leaves every completed pair on disk
+        elapsed_s = time.monotonic() - started
+        if i and elapsed_s + elapsed_s / i > args.budget_s:
+            print(f"budget of {args.budget_s:.0f} s: stopping after {i} pair(s)", flush=True)
+            break
+        for mode in (("none", "auto") if i % 2 == 0 else ("auto", "none")):
+            runs[mode].append(trial(mode, args.device))
+            print(f"trial {i + 1}/{args.trials} {mode}: " + ", ".join(
+                f"{r['wall_s']:.2f} s {r['status']}" for r in runs[mode][-1]), flush=True)
+        result = summarise(runs, today, args.device)
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps(result, indent=1) + "\n")
     print(json.dumps({k: result[k] for k in ("cold", "warm")}, indent=1))
     print(f"written to {out}")
     return 0

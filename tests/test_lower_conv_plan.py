@@ -197,3 +197,27 @@ def test_the_channels_last_variant_of_each_suite_conv_matches(task):
     source = (SUITE / f"{task}.py").read_text()
     combo = next(c for c in variant_choices(source) if "channels_last" in c)
     assert "[channels_last" in check(source, task, combo)
+
+
+def test_variants_timed_side_by_side_rank_by_their_speedups_losses_included(tmp_path):
+    """Both layouts lost to torch.compile on this pattern, so neither has a success to score;
+    the one measured faster goes first (conv3d > group_norm > silu on the H200, 2026-12-02:
+    implicit GEMM 0.45x, channels-last 0.94x). One untimed combination leaves the score order."""
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.patterns import op_pattern
+
+    graph = ReasoningGraph(path=tmp_path / "graph.json")
+    task = Path(__file__).resolve().parents[1] / "bench" / "tasks" / "conv3d_group_norm_silu.py"
+    pattern = op_pattern(task.read_text())
+    combos = [("implicit_gemm", "registers"), ("channels_last", "registers")]
+    for variant, speedup in (("implicit_gemm", 0.45), ("channels_last", 0.94)):
+        graph.record_outcome(pattern, [variant, "row_in_registers"], "NVIDIA H200", "slower",
+                             speedup_vs_eager=speedup * 1.1, speedup_vs_compile=speedup, kernel_ms=1.0,
+                             log_id=f"ab/{variant}")
+    assert lower_order(combos, pattern, graph) == combos[::-1]
+    # a variant in every combination (the norm's) is no difference between them, timed or not
+    assert lower_order([("implicit_gemm", "window"), ("channels_last", "window")], pattern, graph)[0] == \
+        ("channels_last", "window")
+    scores_only = types.SimpleNamespace(suggest=graph.suggest)       # no table: the score order
+    three = combos + [("direct", "registers")]
+    assert lower_order(three, pattern, graph) == lower_order(three, pattern, scores_only)

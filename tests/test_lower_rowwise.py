@@ -15,7 +15,7 @@ from kernelrag.draft.lower.lowering import lower, plan_task
 from kernelrag.draft.lower.protocol import Region
 from test_lower import assert_close, run_both, task
 
-LONG = "batch_size = 3\ndim = 9000"          # past MAX_FUSED (8192): the looped path runs
+LONG = "batch_size = 3\ndim = 33000"         # past row_limit (32768 at most): the looped path runs
 PAIR = "torch.randn(batch_size, dim), torch.randn(batch_size, dim)"
 
 
@@ -222,7 +222,7 @@ def test_long_rows_loop_at_16_warps_so_the_rows_in_flight_fit_in_l2(dims, warps,
 
 
 def test_looped_is_not_offered_where_registers_loops_too():
-    """Rows past MAX_FUSED at the traced size: ``registers`` emits the looped passes, so a round
+    """Rows past row_limit at the traced size: ``registers`` emits the looped passes, so a round
     on ``looped`` would re-time the same kernel; shorter rows keep both."""
     from kernelrag.draft.lower.lowering import variant_choices
 
@@ -232,10 +232,57 @@ def test_looped_is_not_offered_where_registers_loops_too():
 
 
 def test_the_evidence_names_what_runs_at_the_traced_size():
-    """``registers`` over rows past MAX_FUSED runs the looped passes: its evidence says
+    """``registers`` over rows past row_limit runs the looped passes: its evidence says
     recompute_over_store, never row_in_registers (which the graph would then rank elsewhere)."""
     ln = "self.ln = nn.LayerNorm(dim)"
     long_rows, short_rows = (lower(task("self.ln(x)", body=ln, dims=d), "ln", ("registers",))
                              for d in (LONG, "batch_size = 6\ndim = 300"))
     assert "recompute_over_store" in long_rows.transformations and "row_in_registers" not in long_rows.transformations
     assert "row_in_registers" in short_rows.transformations
+
+
+@pytest.mark.parametrize("expr, body, dim, held", [
+    ("torch.softmax(x * 0.125, dim=-1)", "", 32768, True),
+    ("x * torch.rsqrt(x.pow(2).mean(dim=-1, keepdim=True) + 1e-6) * self.w",
+     "self.w = nn.Parameter(torch.randn(dim))", 16384, True),
+    ("self.ln(x)", "self.ln = nn.LayerNorm(dim)", 16384, True),
+    ("self.ln(x)", "self.ln = nn.LayerNorm(dim)", 32768, False),
+    ("torch.softmax(x + y, dim=-1)", "", 32768, False),
+], ids=["softmax-32k", "rms-16k", "ln-16k", "ln-32k", "two-operands-32k"])
+def test_rows_stay_in_registers_while_their_operands_fit(expr, body, dim, held):
+    """One read of each row instead of two: rows past MAX_FUSED stay in registers while the row
+    operands' values fit 96 a thread at 16 warps (one operand up to 32768, three up to 16384);
+    then ``looped`` is a real alternative and stays in the rounds."""
+    from kernelrag.draft.lower.lowering import variant_choices
+
+    pair = "y" in expr
+    src = task(expr, body=body, args="x, y" if pair else "x", inputs=PAIR if pair else "torch.randn(batch_size, dim)",
+               dims=f"batch_size = 2\ndim = {dim}")
+    d = lower(src, "held", ("registers",))
+    assert d.ok, d.reason
+    assert ("row_in_registers" in d.transformations) == held, d.transformations
+    assert (("looped",) in variant_choices(src)) == held
+
+
+@pytest.mark.slow
+def test_the_longest_rows_held_compile_for_sm90_without_spills(tmp_path):
+    """ptxas for sm_90: the rows row_limit keeps in registers fit 128 registers a thread."""
+    pytest.importorskip("triton.backends.nvidia")
+    from cuda_compile import compile_launches, load, record
+    from kernelrag.task import load_task
+
+    cases = [task("torch.softmax(x * 0.125, dim=-1)", dims="batch_size = 2\ndim = 32768"),
+             task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims="batch_size = 2\ndim = 16384")]
+    modules = []
+    for k, src in enumerate(cases):
+        d = lower(src, f"held{k}", ("registers",))
+        assert "row_in_registers" in d.transformations
+        path = tmp_path / f"held{k}.py"
+        cand = load(d.source, str(path))
+        launches = record(cand, execute=False)
+        t = load_task(src, f"held_task{k}")
+        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        assert launches[0]["options"]["num_warps"] == 16 and launches[0]["kwargs"]["ROW_IN_REGISTERS"]
+        modules.append((str(path), launches))
+    results = compile_launches(modules)
+    assert results and all(r["ok"] and r["spill_bytes"] == 0 and r["registers"] <= 128 for r in results), results

@@ -1,6 +1,7 @@
 """Precision paths in the verdict, and the ncu profile: parsing, the limiter, degrading without it."""
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -61,6 +62,21 @@ def test_profile_candidate_reads_what_the_tool_prints(tmp_path):
     fake.chmod(0o755)
     out = profile.profile_candidate("task", "cand", ncu=str(fake), timeout_s=30)
     assert out["profiled"] and out["main"]["limiter"] == "compute"
+
+
+def test_profile_baseline_asks_the_child_for_the_tasks_own_model(tmp_path):
+    """The compiler's kernels are read the same way as a candidate's: the child gets a job
+    naming the baseline and no candidate file."""
+    csv_path, seen = tmp_path / "out.csv", tmp_path / "job.json"
+    csv_path.write_text(NCU_CSV)
+    fake = tmp_path / "ncu"    # keeps the job it was handed (its last argument) and prints canned counters
+    fake.write_text(f"#!/bin/sh\nfor a; do last=$a; done\ncp \"$last\" '{seen}'\ncat '{csv_path}'\n")
+    fake.chmod(0o755)
+    out = profile.profile_baseline("task", "compile", ncu=str(fake), timeout_s=30)
+    job = json.loads(seen.read_text())
+    assert out["profiled"] and job["baseline"] == "compile" and "candidate" not in job
+    with pytest.raises(ValueError, match="not one of eager, compile"):
+        profile.profile_baseline("task", "inductor")
 
 
 def test_verdict_feedback_carries_precision_ceiling_and_profile():

@@ -1,6 +1,7 @@
 """Profiler feedback: one ``ncu`` pass over a verified candidate's kernels (opt-in).
 
-``profile_candidate`` runs the candidate once more, in a fresh process under Nsight
+``profile_candidate`` runs the candidate once more (``profile_baseline`` the task's own
+model, eager or torch.compile, for a side-by-side reading), in a fresh process under Nsight
 Compute (``ncu --clock-control none``: clocks as the timing saw them), with only a
 handful of counters so the replay stays cheap:
 
@@ -47,6 +48,7 @@ METRICS = {
     "dram__bytes_read.sum": "dram_read_bytes",
     "dram__bytes_write.sum": "dram_write_bytes",
 }
+BASELINES = ("eager", "compile")
 BOUND_PCT = 60.0        # a unit at >= this share of its speed of light is what limits the kernel
 WARMUP_CALLS = 2
 ADVICE = {
@@ -111,6 +113,22 @@ def summarize_kernels(kernels: list[dict[str, Any]]) -> dict[str, Any]:
 def profile_candidate(task_src: str, candidate_src: str, *, timeout_s: float = 300.0, seed: int = 0,
                       ncu: str | None = None) -> dict[str, Any]:
     """Profile one forward call of the candidate on the task's inputs; never raises."""
+    return _profile(task_src, candidate_src, {}, timeout_s, seed, ncu)
+
+
+def profile_baseline(task_src: str, which: str = "compile", *, timeout_s: float = 300.0, seed: int = 0,
+                     ncu: str | None = None) -> dict[str, Any]:
+    """Profile one forward call of the task's own model, ``"eager"`` or ``"compile"``
+    (torch.compile, compiled during the warm-up outside the profiled range), the same way as
+    a candidate: what the baseline's kernels move and how long they run, side by side with a
+    candidate's. Never raises."""
+    if which not in BASELINES:
+        raise ValueError(f"baseline {which!r} is not one of {', '.join(BASELINES)}")
+    return _profile(task_src, None, {"baseline": which}, timeout_s, seed, ncu)
+
+
+def _profile(task_src: str, candidate_src: str | None, extra: dict[str, Any], timeout_s: float, seed: int,
+             ncu: str | None) -> dict[str, Any]:
     tool = ncu or ncu_path()
     if tool is None:
         return {"profiled": False, "note": "ncu (Nsight Compute) is not installed here"}
@@ -119,8 +137,10 @@ def profile_candidate(task_src: str, candidate_src: str, *, timeout_s: float = 3
     with tempfile.TemporaryDirectory(prefix="kernelrag-profile-") as tmp:
         root = Path(tmp)
         (root / "task.py").write_text(task_src)
-        (root / "candidate.py").write_text(candidate_src)
-        job = {"task": str(root / "task.py"), "candidate": str(root / "candidate.py"), "seed": seed}
+        job = {"task": str(root / "task.py"), "seed": seed, **extra}
+        if candidate_src is not None:
+            (root / "candidate.py").write_text(candidate_src)
+            job["candidate"] = str(root / "candidate.py")
         (root / "job.json").write_text(json.dumps(job))
         cmd = [tool, "--clock-control", "none", "--profile-from-start", "off", "--target-processes", "all",
                "--metrics", ",".join(METRICS), "--csv", "--page", "raw", "--print-units", "base",
@@ -174,22 +194,27 @@ def _number(cell: Any) -> float | None:
 
 
 def _run_child(job: dict[str, Any]) -> int:
-    """Inside ncu: warm up, then exactly one forward call between cudaProfilerStart and Stop."""
+    """Inside ncu: warm up (torch.compile's compilation too), then exactly one forward call
+    between cudaProfilerStart and Stop."""
     import importlib.util
 
     import torch
 
     from kernelrag.verify import correctness as C
 
+    C.pin_fp32_semantics()          # as the timing ran: cuDNN's default TF32 off
     mod = C.load_task(Path(job["task"]).read_text(), "profiled_task")
-    spec = importlib.util.spec_from_file_location("profiled_candidate", job["candidate"])
-    cand = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(cand)
     torch.set_grad_enabled(False)
     reference = C.build_model(mod, job["seed"], "cuda")
-    model = cand.ModelNew(*mod.get_init_inputs()).to("cuda")
-    C.load_reference_state(model, reference.state_dict())
-    del reference
+    if job.get("baseline"):
+        model = torch.compile(reference) if job["baseline"] == "compile" else reference
+    else:
+        spec = importlib.util.spec_from_file_location("profiled_candidate", job["candidate"])
+        cand = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(cand)
+        model = cand.ModelNew(*mod.get_init_inputs()).to("cuda")
+        C.load_reference_state(model, reference.state_dict())
+        del reference
     inputs = C.make_inputs(mod, job["seed"] + 1, "task", "cuda")
     for _ in range(WARMUP_CALLS):
         model(*inputs)

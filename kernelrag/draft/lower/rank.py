@@ -6,6 +6,12 @@ to similar patterns (same category, shared ops); a combination scores the sum of
 variants' scores, and ties keep the templates' default first. With no graph (or no
 evidence yet) the order is the default one, so every round still tries an untried
 combination.
+
+Where every combination has been timed on exactly this pattern (a side-by-side A/B such
+as ``bench/conv_variants.py``, or earlier rounds), the measured speedups decide first: a
+score counts successes only, so two variants that both lost to torch.compile scored
+alike, and on the H200 (2026-12-02) implicit GEMM stayed first for conv3d > group_norm >
+silu at 0.45x while channels-last ran the same task at 0.94x.
 """
 from __future__ import annotations
 
@@ -29,5 +35,34 @@ def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) 
     def score(combo: tuple[str, ...]) -> float:
         return sum(scores.get(VARIANT_TRANSFORMATION.get(v, v), 0.0) for v in combo)
 
-    order = sorted(range(len(combos)), key=lambda k: (-score(combos[k]), k))
+    timed = _timed_speedups(graph, pattern)
+    shared = set(combos[0]).intersection(*combos[1:])     # in every combination: no difference
+    measured = [_measured([v for v in c if v not in shared], timed) for c in combos]
+    if any(m is None for m in measured):
+        measured = [0.0] * len(combos)
+    order = sorted(range(len(combos)), key=lambda k: (-measured[k], -score(combos[k]), k))
     return [combos[k] for k in order]
+
+
+def _timed_speedups(graph: Any, pattern: Any) -> dict[str, float]:
+    """Per transformation, the median speedup against torch.compile of its timed records on
+    exactly this pattern, losses included."""
+    table = getattr(graph, "table", None)
+    if table is None:
+        return {}
+    try:
+        rows = table(pattern)
+    except Exception:
+        return {}
+    return {s.transformation: s.median_speedup_vs_compile for s in rows if s.median_speedup_vs_compile}
+
+
+def _measured(variants: list[str], timed: dict[str, float]) -> float | None:
+    """The product of the variants' measured speedups; None if one is untimed."""
+    product = 1.0
+    for v in variants:
+        value = timed.get(VARIANT_TRANSFORMATION.get(v, v))
+        if value is None:
+            return None
+        product *= value
+    return product

@@ -21,8 +21,9 @@ writing and reading an intermediate), and a last pass writes the outputs; scans 
 the running total across chunks. FLOPs are those of the chain per element; the
 kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
 
-Variants: ``registers`` (the row in registers when it fits MAX_FUSED elements, passes
-otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warps for rows of
+Variants: ``registers`` (the row in registers when it fits: 8192 elements, and up to 32768
+while its row operands' values fit 96 registers a thread at 16 warps, see ``row_limit``;
+passes otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warps for rows of
 8192 or more, so the rows in flight stay in L2 for the re-read: a bounded register
 budget), ``split`` (few long rows: two stages, see ``rowwise_split``; the default when
 rows are fewer than 128 and longer than 64K elements at the traced size) and ``column``
@@ -37,7 +38,7 @@ from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
-from kernelrag.draft.lower.templates.rowwise_emit import MAX_FUSED, _Writer, emit_rowwise, loops_at_traced_size
+from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise, loops_at_traced_size, row_limit
 from kernelrag.draft.lower.templates.rowwise_passes import cone
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
                                                              is_split_worthwhile, split_unavailable)
@@ -165,11 +166,11 @@ class RowwiseTemplate:
         elsewhere once ranked it first for mean_pool_linear, 6.9 ms against column's 1.1 ms."""
         if variant != "column" and self.unavailable(graph, region, "column") is None and is_column_worthwhile(region):
             return "the innermost dim is kept: row lanes would stride by it (the column variant coalesces)"
-        if variant == "looped" and loops_at_traced_size(region):
+        if variant == "looped" and loops_at_traced_size(self, graph, region):
             # the same kernel as ``registers`` at this size, whose rows are too long to hold: a
             # round spent on it re-times the same code (conv3d_group_norm_silu's second round on
             # the H200, 2026-12-02, instead of its channels_last convolution)
-            return f"rows of more than {MAX_FUSED} elements loop in the registers variant too"
+            return f"rows of more than {row_limit(self, graph, region)} elements loop in the registers variant too"
         return None
 
     def default_variant(self, graph: Graph, region: Region) -> str:

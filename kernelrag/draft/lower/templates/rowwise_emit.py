@@ -1,24 +1,15 @@
 """The row-wise template's kernel text and launcher (the placement is in ``rowwise``)."""
 from __future__ import annotations
 
-import math
 
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
+from kernelrag.draft.lower.templates.rowwise_sizes import (LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, loops_at_traced_size,
+                                                             row_limit)
 
-MAX_FUSED = 8192
-# The looped passes re-read each row, from L2 only if the rows in flight fit there. At 4
-# warps an SM holds up to 16 programs: 16 rows of 64 KB (16384 fp32) on 132 SMs is 135 MB
-# against the H200's 50 MB L2, so the second read went to HBM (layer/RMS norm at 16384:
-# 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps a layer
-# norm's looped kernel takes 40 registers on sm_90 (ptxas): three programs an SM, 25 MB in
-# flight, and each chunk is one 16-byte load per thread (LOOP_BLOCK / 512 threads).
-LOOP_BLOCK = 2048
-WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
-LOOP_WARPS_LONG = 16
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
          "argmax": "float('-inf')", "argmin": "float('inf')"}
 
@@ -347,7 +338,7 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
     kernels = helpers(w) + [kernel]
     return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
-                   launcher_name=name, transformations=_transformations(_as_run(variant, region, looped_ok),
+                   launcher_name=name, transformations=_transformations(_as_run(w, variant, looped_ok),
                                                                         graph, region),
                    doc=_doc(graph, region, variant))
 
@@ -377,7 +368,7 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     if variant == "looped" and looped_ok:
         lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, triton.next_power_of_2(n_red))"]
     else:
-        limit = MAX_FUSED if looped_ok else 65536
+        limit = row_limit(w.t, g, region) if looped_ok else 65536
         lines += [f"    fits = n_red <= {limit}"]
         if not looped_ok:
             lines += ["    if not fits:",
@@ -397,17 +388,11 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     return "\n".join(lines) + "\n"
 
 
-def loops_at_traced_size(region: Region) -> bool:
-    """Rows longer than MAX_FUSED at the traced size: the ``registers`` variant runs its
-    looped passes there, the same kernel as ``looped``."""
-    return math.prod(region.domain[d] for d in region.reduced) > MAX_FUSED
-
-
-def _as_run(variant: str, region: Region, looped_ok: bool) -> str:
+def _as_run(w: _Writer, variant: str, looped_ok: bool) -> str:
     """The variant the kernel runs as at the traced size; its evidence must say so (it once
     credited row_in_registers with looped kernels, and that ranking then spread to other
     patterns)."""
-    return "looped" if variant == "registers" and looped_ok and loops_at_traced_size(region) else variant
+    return "looped" if variant == "registers" and looped_ok and loops_at_traced_size(w.t, w.g, w.r) else variant
 
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:

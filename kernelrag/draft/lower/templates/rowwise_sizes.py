@@ -1,0 +1,59 @@
+"""How long a row the row-wise kernels hold in registers, and how the looped passes run.
+
+Sizes measured or compiled for sm_90 (ptxas, Triton 3.6); the template's kernel text is in
+``rowwise_emit`` and its placement in ``rowwise``.
+"""
+from __future__ import annotations
+
+import math
+
+from kernelrag.draft.lower.ir import Graph
+from kernelrag.draft.lower.protocol import Region
+from kernelrag.draft.lower.templates import common as C
+
+MAX_FUSED = 8192
+# Longer rows stay in registers while the row operands' values fit: at 16 warps (512
+# threads, at most 128 registers each) ptxas for sm_90 compiled without a spill a softmax
+# over 32768 lanes (one row operand, 64 values a thread: 112-114 registers), RMS norm at
+# 16384 (x and its weight: 87) and layer norm at 16384 (x, weight and bias, 96 values a
+# thread: 126). Over the same three operands, layer norm then ReLU plus x spilled 48 bytes;
+# KL divergence of two log-softmaxes at 32768 (two operands, 128 values) 164, so it loops.
+# Where the row is held, ``looped`` is not dominated and the generate loop races the two.
+# The rms_norm skill, which holds rows of 16384 so, ran at 0.98x torch.compile on the H200
+# (2026-12-02) where the looped passes of the same chain ran at 0.72x: one read of each
+# row instead of two.
+MAX_ROW_IN_REGISTERS = 32768
+REGISTER_ROW_VALUES = 49152    # lane values a program holds: 96 a thread at 16 warps
+# The looped passes re-read each row, from L2 only if the rows in flight fit there. At 4
+# warps an SM holds up to 16 programs: 16 rows of 64 KB (16384 fp32) on 132 SMs is 135 MB
+# against the H200's 50 MB L2, so the second read went to HBM (layer/RMS norm at 16384:
+# 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps a layer
+# norm's looped kernel takes 40 registers on sm_90 (ptxas): three programs an SM, 25 MB in
+# flight, and each chunk is one 16-byte load per thread (LOOP_BLOCK / 512 threads).
+LOOP_BLOCK = 2048
+WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
+LOOP_WARPS_LONG = 16
+
+
+def lane_operands(t, graph: Graph, region: Region) -> int:
+    """The region's tensor operands that vary along the row: what the registers path holds."""
+    return sum(1 for n in region.loads if not C.is_scalar(graph, n) and t._frame(graph, region, n) == C.LANE)
+
+
+def row_limit(t, graph: Graph, region: Region) -> int:
+    """The longest row (a power of two) the ``registers`` variant holds in registers; longer
+    rows run the looped passes. MAX_FUSED for scans and index reductions (their running
+    values and int64 indices are not counted here), else up to MAX_ROW_IN_REGISTERS while the
+    lane operands' values fit REGISTER_ROW_VALUES."""
+    if region.state.get("scans") or region.state.get("argreduce"):
+        return MAX_FUSED
+    held, limit = max(1, lane_operands(t, graph, region)), MAX_FUSED
+    while limit * 2 <= MAX_ROW_IN_REGISTERS and limit * 2 * held <= REGISTER_ROW_VALUES:
+        limit *= 2
+    return limit
+
+
+def loops_at_traced_size(t, graph: Graph, region: Region) -> bool:
+    """Rows longer than ``row_limit`` at the traced size: the ``registers`` variant runs its
+    looped passes there, the same kernel as ``looped``."""
+    return math.prod(region.domain[d] for d in region.reduced) > row_limit(t, graph, region)
