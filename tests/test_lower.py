@@ -60,6 +60,13 @@ CASES = {   # name -> (task source, kernels expected)
     "sum_two_dims": (task("x.sum(dim=(0, 2))", inputs="torch.randn(4, 5, 7)"), 1),
     "mean_keepdim_residual": (task("x - x.mean(dim=1, keepdim=True)"), 1),
     "amax_then_relu": (task("torch.relu(torch.amax(x, dim=1))"), 1),
+    "max_values_attribute": (task("torch.max(x, dim=1, keepdim=True).values - x"), 1),
+    "min_indices_attribute": (task("torch.min(x, 1).indices"), 1),
+    "bce_with_logits_mean": (task("F.binary_cross_entropy_with_logits(x * 4.0, y)", args="x, y",
+                                  inputs="torch.randn(batch_size, dim), torch.rand(batch_size, dim)"), 1),
+    "bce_with_logits_module_pos_weight": (task(
+        "self.loss(x * 4.0, y)", body="self.loss = nn.BCEWithLogitsLoss(reduction='sum', pos_weight=torch.rand(dim) + 0.5)",
+        args="x, y", inputs="torch.randn(batch_size, dim), (torch.rand(batch_size, dim) > 0.5).float()"), 1),
     "layer_norm_gelu_residual": (task("F.gelu(self.ln(x)) + x", body="self.ln = nn.LayerNorm(300)"), 1),
     "rms_norm_module": (task("self.n(x)", body="self.n = nn.RMSNorm(300, eps=1e-5)"), 1),
     "rms_norm_3d": (task("self.n(x)", body="self.n = nn.RMSNorm(40)", inputs="torch.randn(3, 5, 40)"), 1),

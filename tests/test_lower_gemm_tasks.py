@@ -59,6 +59,15 @@ def run_lowered(path: Path, region_templates: list[str]) -> None:
     ("conv_transpose2d_strided", ["conv"]),
     ("max_pool1d_dilated", ["pool"]),
     ("avg_pool3d_ceil", ["pool"]),
+    ("gemm_rowmax_squeezed", ["gemm", "elementwise"]),    # the squeeze of the row max closes the tile
+    ("matmul_transposed_b", ["gemm"]),
+    ("tensor3d_matmul", ["gemm"]),
+    ("matmul_large_k", ["gemm"]),
+    ("matrix_scalar", ["elementwise"]),
+    ("conv1d_strided", ["conv"]),
+    ("conv2d_grouped", ["conv"]),
+    ("conv3d_basic", ["conv"]),
+    ("max_pool3d_basic", ["pool"]),
 ])
 def test_fixture_task_lowers_and_matches(task, templates):
     run_lowered(TASKS / f"{task}.py", templates)
@@ -109,3 +118,11 @@ def test_unsupported_einsum_says_why():
     source = (TASKS / "tensor4d_einsum.py").read_text().replace('"bijl,lk->bijk"', '"bijl,lk->bk"')
     draft = lower(source, "einsum_sum")
     assert not draft.ok and "einsum" in draft.reason
+
+
+def test_a_row_reduction_without_keepdim_joins_the_gemm_tile():
+    """``amax(dim=1)`` squeezes the row it reduces: the GEMM template takes the squeeze and closes
+    its tile on it. The partition asked the template twice, and the second answer, from a
+    closed region, was no: "no template places max"."""
+    draft = lower((TASKS / "gemm_rowmax_squeezed.py").read_text(), "rowmax")
+    assert draft.ok and "gemm: linear > max [" in draft.reason, draft.reason

@@ -84,7 +84,11 @@ def Linear(dec, mod, path, args, kwargs):
 
 
 def op_getattr(dec, args, kwargs):
-    """``A.T`` / ``A.mT`` (traced as getattr): a transposed view, which the GEMM reads through its strides."""
+    """``A.T`` / ``A.mT`` (traced as getattr): a transposed view, which the GEMM reads through its
+    strides; ``.values`` / ``.indices`` of ``torch.max(x, dim)`` or ``torch.min(x, dim)``, which
+    decompose to a (values, indices) pair."""
+    if isinstance(args[0], tuple) and len(args[0]) == 2 and args[1] in ("values", "indices"):
+        return args[0][0 if args[1] == "values" else 1]
     x, attr = _t(args[0], "getattr"), args[1]
     shape = dec.shape(x.id)
     if attr == "T":

@@ -68,6 +68,13 @@ def HuberLoss(dec, mod, path, args, kwargs):
     return N.op_huber_loss(dec, args, {"reduction": mod.reduction, "delta": mod.delta})
 
 
+def BCEWithLogitsLoss(dec, mod, path, args, kwargs):
+    extra = {"pos_weight": dec.param(f"{path}.pos_weight")} if getattr(mod, "pos_weight", None) is not None else {}
+    weight = dec.param(f"{path}.weight") if getattr(mod, "weight", None) is not None else None
+    return N.op_binary_cross_entropy_with_logits(dec, [args[0], args[1], weight],
+                                                 {"reduction": mod.reduction, **extra})
+
+
 def KLDivLoss(dec, mod, path, args, kwargs):
     return N.op_kl_div(dec, args, {"reduction": mod.reduction, "log_target": mod.log_target})
 

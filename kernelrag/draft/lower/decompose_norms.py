@@ -218,6 +218,23 @@ def op_triplet_margin_loss(dec, args, kwargs):
                                bool(_arg(args, kwargs, 6, "swap", False)), _reduction(args, kwargs, 9))
 
 
+def op_binary_cross_entropy_with_logits(dec, args, kwargs):
+    """PyTorch's stable form: (1 - y) x + (1 + (p - 1) y) (log1p(exp(-|x|)) + max(-x, 0)), with
+    the positive weight p (1 without one) and an elementwise weight."""
+    x, y, o = args[0], args[1], "binary_cross_entropy_with_logits"
+    weight, pos_weight = _arg(args, kwargs, 2, "weight", None), kwargs.get("pos_weight")
+    soft = dec.ew("add", dec.ew("log1p", dec.ew("exp", dec.ew("neg", dec.ew("abs", x, origin=o), origin=o),
+                                                 origin=o), origin=o),
+                  dec.ew("maximum", dec.ew("neg", x, origin=o), 0.0, origin=o), origin=o)
+    scale = (dec.ew("add", 1.0, dec.ew("mul", dec.ew("sub", pos_weight, 1.0, origin=o), y, origin=o), origin=o)
+             if pos_weight is not None else 1.0)
+    body = dec.ew("add", dec.ew("mul", dec.ew("sub", 1.0, y, origin=o), x, origin=o),
+                  dec.ew("mul", scale, soft, origin=o) if pos_weight is not None else soft, origin=o)
+    if weight is not None:
+        body = dec.ew("mul", body, weight, origin=o)
+    return reduce_loss(dec, body, _reduction(args, kwargs, 5), o)
+
+
 def op_hinge_embedding_loss(dec, args, kwargs):
     x, y = args[0], args[1]
     margin = float(_arg(args, kwargs, 2, "margin", 1.0))

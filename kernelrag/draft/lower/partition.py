@@ -81,9 +81,14 @@ def _partition(graph: Graph, stops: set[int]) -> list[Region | ViewStep]:
     for node in graph.live():
         if node.is_source:
             continue
-        if node.op in ("view", "scalar", "torch") or (node.op == "squeeze_row" and not (
-                open_region and node.inputs[0] in placed and placed[node.inputs[0]] is open_region
-                and open_region.template.absorbs(graph, open_region, node))):
+        if node.op == "squeeze_row" and open_region and placed.get(node.inputs[0]) is open_region \
+                and open_region.template.absorbs(graph, open_region, node):
+            # asked once: a template may close its region on what it absorbs (a GEMM tile
+            # after its row reduction's squeeze), so a second ``absorbs`` would refuse it
+            open_region.nodes.append(node.id)
+            placed[node.id] = open_region
+            continue
+        if node.op in ("view", "scalar", "torch", "squeeze_row"):
             if node.op == "squeeze_row":
                 dims = ", ".join(str(d) for d in node.args["dims"])
                 node.op, node.args = "view", {"code": f"{{0}}.reshape({{0}}.shape[:{min(node.args['dims'])}] + "
