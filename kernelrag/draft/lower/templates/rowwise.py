@@ -38,8 +38,9 @@ from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
-from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise, loops_at_traced_size, row_limit
+from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
 from kernelrag.draft.lower.templates.rowwise_passes import cone
+from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, row_limit
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
                                                              is_split_worthwhile, split_unavailable)
 

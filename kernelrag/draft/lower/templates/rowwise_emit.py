@@ -1,7 +1,6 @@
 """The row-wise template's kernel text and launcher (the placement is in ``rowwise``)."""
 from __future__ import annotations
 
-
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
