@@ -53,6 +53,11 @@ for k in range(2):
     v = verify(sys.argv[1], path, device=sys.argv[3])
     out.append({"wall_s": time.perf_counter() - t0, "status": v.status, "isolation": v.isolation,
                 "torch": v.torch_version, "triton": v.triton_version, "phases_s": v.phases.seconds})
+try:   # a launcher compiled per kernel signature is built again in each sandbox's private cache
+    from triton.backends.nvidia import driver as nvidia_driver
+    out[0]["launcher"] = "per-signature" if hasattr(nvidia_driver, "make_launcher") else "generic"
+except Exception:
+    out[0]["launcher"] = None
 print("ISOLATION-TRIAL " + json.dumps(out))
 """
 
@@ -87,7 +92,7 @@ def summarise(runs: dict[str, list[list[dict]]], today: str, device: str) -> dic
               "machine": {"platform": platform.platform(), "cpus": os.cpu_count(), "python": platform.python_version(),
                           "root": os.geteuid() == 0},
               "versions": {"torch": runs["auto"][0][0]["torch"], "triton": runs["auto"][0][0]["triton"],
-                           "unshare": unshare_version()},
+                           "unshare": unshare_version(), "triton_launcher": runs["auto"][0][0].get("launcher")},
               "isolation": {mode: runs[mode][0][0]["isolation"] for mode in runs},
               "statuses": sorted({r["status"] for mode in runs for t in runs[mode] for r in t})}
     for phase, index in (("cold", 0), ("warm", 1)):

@@ -33,7 +33,7 @@ import time
 import traceback
 from pathlib import Path
 
-from kernelrag.verify import jail
+from kernelrag.verify import jail, triton_seed
 
 MARK = "@@kernelrag "
 
@@ -43,6 +43,7 @@ def _send(message: dict) -> None:
 
 
 RSS_PERIOD_S = 0.2
+_SEED: dict[str, bytes] = {}     # Triton's driver helper, as the probe built it (triton_seed)
 _CAPS: dict[int, int] = {}        # live child -> cap on its group's resident memory, bytes
 _OVER: dict[int, int] = {}        # child killed over its cap -> the resident bytes seen
 
@@ -99,6 +100,7 @@ def _child(request: dict) -> None:
         jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)   # the zygote gone: nobody reaps or kills us
         if request.get("isolate"):
             _isolate(request)
+            triton_seed.plant(_SEED, os.environ.get("TRITON_CACHE_DIR"))
         os.chdir(request["cwd"])
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                                 (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -142,6 +144,7 @@ def _children_get_cuda() -> bool:
             torch.empty(1, device="cuda")
             torch.cuda.synchronize()
             code = 0
+            triton_seed.build()          # trusted: the driver helper every sandboxed child gets
         finally:
             os._exit(code)
     _, status = os.waitpid(pid, 0)
@@ -160,7 +163,10 @@ def serve() -> int:
 
     worker.die_with_parent()
     cuda = os.environ.get("CUDA_VISIBLE_DEVICES") != ""
-    _send({"ready": True, "fork_cuda": _children_get_cuda() if cuda else None})
+    fork_cuda = _children_get_cuda() if cuda else None
+    if fork_cuda:                 # before any request: no candidate child has run yet
+        _SEED.update(triton_seed.capture(os.environ.get("TRITON_CACHE_DIR")))
+    _send({"ready": True, "fork_cuda": fork_cuda})
     buffer, watched = b"", time.monotonic()
     while True:
         readable, _, _ = select.select([0], [], [], 0.05)
