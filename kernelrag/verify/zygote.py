@@ -45,6 +45,9 @@ def _send(message: dict) -> None:
 RSS_PERIOD_S = 0.2
 _SEED: dict[str, bytes] = {}     # Triton's driver helper, as the probe built it (triton_seed)
 _CAPS: dict[int, int] = {}        # live child -> cap on its group's resident memory, bytes
+_SANDBOXED: dict[int, dict] = {}  # live sandboxed child -> its request (where its build wishes land)
+_BUILDERS: dict[int, tuple] = {}  # live builder -> (folder, wishes, started); see triton_seed
+BUILD_TIMEOUT_S = 120.0
 _OVER: dict[int, int] = {}        # child killed over its cap -> the resident bytes seen
 
 
@@ -57,7 +60,65 @@ def _reap() -> None:
         if pid == 0:
             return
         _CAPS.pop(pid, None)
+        if pid in _BUILDERS:
+            _harvest(pid)
+            continue
+        request = _SANDBOXED.pop(pid, None)
+        if request is not None:        # before the parent hears of the exit and removes the folder
+            _build_wishes(request)
         _send({"exited": pid, "code": os.waitstatus_to_exitcode(status), "rss_bytes": _OVER.pop(pid, None)})
+
+
+def _build_wishes(request: dict) -> None:
+    """A sandboxed child's own native builds (Triton launchers), compiled again by a builder
+    sandboxed like a candidate, for the next children (``triton_seed``)."""
+    known = {path[len(triton_seed.BUILDS) + 1:-3] for path in _SEED if path.startswith(triton_seed.BUILDS + "/")}
+    wishes = triton_seed.wanted(Path(request["cwd"]) / triton_seed.WISHES, known)
+    if not wishes or sum(map(len, _SEED.values())) > triton_seed.MAX_BYTES:
+        return
+    import tempfile
+
+    folder = tempfile.mkdtemp(prefix="kernelrag-build-", dir=request["base"])
+    os.chmod(folder, 0o755)
+    if request.get("switch_uid"):          # the builder runs as the candidates do (isolation.hand_over)
+        os.chown(folder, 65534, 65534)
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            os.setsid()
+            jail.prctl(jail.PR_SET_PDEATHSIG, signal.SIGKILL)
+            _isolate({**request, "cwd": folder})
+            os.chdir(folder)
+            for fd in (0, 1, 2):
+                null = os.open(os.devnull, os.O_RDWR)
+                os.dup2(null, fd)
+                os.close(null)
+            jail.set_limits({"core": 0, "cpu": int(BUILD_TIMEOUT_S), "fsize": triton_seed.MAX_BUILT_BYTES})
+            triton_seed.build_wanted(wishes, folder)
+            code = 0
+        finally:
+            os._exit(code)
+    _BUILDERS[pid] = (folder, wishes, time.monotonic())
+
+
+def _harvest(pid: int) -> None:
+    import shutil
+
+    folder, wishes, _ = _BUILDERS.pop(pid)
+    try:
+        _SEED.update(triton_seed.harvest(folder, wishes))
+    finally:
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def _watch_builders() -> None:
+    for pid, (_, _, started) in list(_BUILDERS.items()):
+        if time.monotonic() - started > BUILD_TIMEOUT_S:
+            try:
+                os.killpg(pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
 
 
 def _watch_memory() -> None:
@@ -101,6 +162,9 @@ def _child(request: dict) -> None:
         if request.get("isolate"):
             _isolate(request)
             triton_seed.plant(_SEED, os.environ.get("TRITON_CACHE_DIR"))
+            if request.get("device") == "cuda":
+                triton_seed.install_build_hook(os.environ.get("TRITON_CACHE_DIR"),
+                                               Path(request["cwd"]) / triton_seed.WISHES)
         os.chdir(request["cwd"])
         for fd, path, flags in ((0, os.devnull, os.O_RDONLY),
                                 (1, request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC),
@@ -173,6 +237,7 @@ def serve() -> int:
         _reap()
         if time.monotonic() - watched > RSS_PERIOD_S:
             _watch_memory()
+            _watch_builders()
             watched = time.monotonic()
         if not readable:
             continue
@@ -193,6 +258,8 @@ def serve() -> int:
             if pid == 0:
                 _child(request)
             _CAPS[pid] = int(request.get("rss_bytes") or 0)
+            if request.get("isolate"):
+                _SANDBOXED[pid] = request
             _send({"id": request["id"], "pid": pid})
 
 
