@@ -21,7 +21,7 @@ writing and reading an intermediate), and a last pass writes the outputs; scans 
 the running total across chunks. FLOPs are those of the chain per element; the
 kernel is memory-bound whenever the chain is shorter than ~50 ops per element.
 
-Variants: ``registers`` (the row in registers when it fits: 8192 elements, and up to 32768
+Variants: ``registers`` (the row in registers when it fits: 8192 elements, and up to 16384
 while its row operands' values fit 96 registers a thread at 16 warps, see ``row_limit``;
 passes otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warps for rows of
 8192 or more, so the rows in flight stay in L2 for the re-read: a bounded register

@@ -22,7 +22,10 @@ MAX_FUSED = 8192
 # The rms_norm skill, which holds rows of 16384 so, ran at 0.98x torch.compile on the H200
 # (2026-12-02) where the looped passes of the same chain ran at 0.72x: one read of each
 # row instead of two.
-MAX_ROW_IN_REGISTERS = 32768
+# At 32768 the held softmax compiled without a spill but ran latency-bound: one 16-warp
+# program an SM, 24% achieved occupancy, 1.77 ms under ncu against the looped passes' 1.50
+# (H200, 2026-12-02). So rows are held up to 16384.
+MAX_ROW_IN_REGISTERS = 16384
 REGISTER_ROW_VALUES = 49152    # lane values a program holds: 96 a thread at 16 warps
 # The looped passes re-read each row, from L2 only if the rows in flight fit there. At 4
 # warps an SM holds up to 16 programs: 16 rows of 64 KB (16384 fp32) on 132 SMs is 135 MB
@@ -33,6 +36,17 @@ REGISTER_ROW_VALUES = 49152    # lane values a program holds: 96 a thread at 16 
 LOOP_BLOCK = 2048
 WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
 LOOP_WARPS_LONG = 16
+# Longer rows still: at 32768 fp32 (128 KB) four resident 16-warp programs an SM hold 67 MB
+# of rows, and the looped softmax read 6.42 GB where torch.compile's kernel, at about half
+# the occupancy, read 4.27 GB, the minimum (ncu, H200, 2026-12-02: 1.50 ms against 1.04).
+# So the looped passes run on a grid of whole programs per SM, each taking every grid-th
+# row, as many as keep L2_ROW_SHARE of the device's L2 in flight; a grid under
+# MIN_PROGRAMS_PER_SM an SM cannot keep HBM busy, and one program per row stays. L2 size
+# and SM count are read from the device at launch (CPU_L2_BYTES and 4 SMs under the
+# interpreter, so that CPU runs take the same loop).
+L2_ROW_SHARE = 0.7
+MIN_PROGRAMS_PER_SM = 2
+CPU_L2_BYTES = 4 << 20
 
 
 def lane_operands(t, graph: Graph, region: Region) -> int:
