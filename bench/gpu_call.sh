@@ -45,8 +45,9 @@ for step in "$@"; do
                   --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
                   2>&1 | tail -30 ;;
-    profile)    timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-h200-$day.json" \
-                  --budget-s $((secs - 60)) 2>&1 | tail -30 ;;
+    profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)
+                timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-h200-$day-$(date +%H%M).json" \
+                  --budget-s $((secs - 60)) ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done
