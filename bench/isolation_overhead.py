@@ -52,7 +52,7 @@ for k in range(2):
     t0 = time.perf_counter()
     v = verify(sys.argv[1], path, device=sys.argv[3])
     out.append({"wall_s": time.perf_counter() - t0, "status": v.status, "isolation": v.isolation,
-                "torch": v.torch_version, "triton": v.triton_version, "phases_s": v.phases.seconds})
+                "torch": v.torch_version, "triton": v.triton_version, "phases_s": v.phases.seconds, "reused": v.phases.reused})
 try:   # a launcher compiled per kernel signature is built again in each sandbox's private cache
     from triton.backends.nvidia import driver as nvidia_driver
     out[0]["launcher"] = "per-signature" if hasattr(nvidia_driver, "make_launcher") else "generic"
@@ -94,7 +94,9 @@ def summarise(runs: dict[str, list[list[dict]]], today: str, device: str) -> dic
               "versions": {"torch": runs["auto"][0][0]["torch"], "triton": runs["auto"][0][0]["triton"],
                            "unshare": unshare_version(), "triton_launcher": runs["auto"][0][0].get("launcher")},
               "isolation": {mode: runs[mode][0][0]["isolation"] for mode in runs},
-              "statuses": sorted({r["status"] for mode in runs for t in runs[mode] for r in t})}
+              "statuses": sorted({r["status"] for mode in runs for t in runs[mode] for r in t}),
+              # what each sandboxed verification found ready (native-builds: launchers served)
+              "reused_auto": [[r.get("reused") for r in t] for t in runs["auto"]]}
     for phase, index in (("cold", 0), ("warm", 1)):
         per = {mode: stats([t[index]["wall_s"] for t in runs[mode]]) for mode in runs}
         per["overhead_median_s"] = round(per["auto"]["median_s"] - per["none"]["median_s"], 3)

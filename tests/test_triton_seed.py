@@ -96,6 +96,15 @@ def test_a_build_made_in_one_sandbox_is_rebuilt_by_the_builder_and_served_to_the
     changed = _triton_build("answer", tmp_path / "build3", source + "int other(void) { return 1; }\n")
     assert open(changed, "rb").read() != next(iter(seed.values())) and wishes_2.exists()
 
+    # a child forked before the build finished gets it in its exchange folder
+    wishes_3 = tmp_path / "child3" / triton_seed.WISHES
+    wishes_3.parent.mkdir()
+    assert triton_seed.install_build_hook(tmp_path / "cache3", wishes_3)
+    assert triton_seed.plant(seed, wishes_3.parent) == 1
+    served_before = triton_seed.COUNTS["served"]
+    late = _triton_build("answer", tmp_path / "build4", source)
+    assert open(late, "rb").read() == next(iter(seed.values())) and triton_seed.COUNTS["served"] == served_before + 1
+
 
 def test_wishes_are_checked_field_by_field(tmp_path):
     good = {"name": "__triton_launcher", "src": "int x;", "library_dirs": ["/usr/lib"], "include_dirs": [],

@@ -275,6 +275,9 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
         ph.reused.append("zygote-fork")
     if clock.get("warm"):
         ph.reused.append("warm-process")
+    builds = _numbers(result.get("native_builds"))
+    if builds.get("served"):           # Triton launchers a trusted build shared (verify.triton_seed)
+        ph.reused.append(f"native-builds ({int(builds['served'])} served, {int(builds.get('built', 0))} built)")
     build = (ready.get("seconds") or {}).get("reference_build")
     ph.add("reference_build", build)
     waited = span("imported", "plan")

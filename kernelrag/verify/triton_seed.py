@@ -22,7 +22,8 @@ sandboxed verification cost). Those are shared the same way, through a trusted b
 * in each sandboxed child, Triton's native builds go through ``build_hook`` (Triton's own
   ``knobs.build.impl`` hook). A build whose inputs (C source, name, directories,
   libraries) hash to a key in the planted copy takes that file; any other is built as
-  before, and its inputs are written to the child's exchange folder (``WISHES``);
+  before, and its inputs are written to the child's exchange folder (``WISHES``). A build
+  finished after a child was forked reaches it in its exchange folder instead;
 * when the child has ended, the zygote reads and checks those inputs (``wanted``), and
   a builder child, sandboxed like a candidate, compiles them with the host compiler
   only: nothing it builds is loaded or run (``build_wanted``);
@@ -57,6 +58,7 @@ MAX_BUILT_BYTES = 16 << 20
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _KEY = re.compile(r"^[0-9a-f]{64}$")
 _LOCK = threading.Lock()
+COUNTS = {"served": 0, "built": 0}   # this process's native builds through build_hook (reported in the verdict)
 
 
 def build() -> None:
@@ -148,18 +150,23 @@ def install_build_hook(cache_dir: str | os.PathLike | None, wishes_path: str | o
         return False
     if not cache_dir or not hasattr(getattr(knobs, "build", None), "impl"):
         return False
-    seeded, wishes_path = Path(cache_dir) / BUILDS, Path(wishes_path)
+    wishes_path = Path(wishes_path)
+    # planted at fork; a build finished after the fork arrives in the exchange folder (late)
+    seeded = (Path(cache_dir) / BUILDS, wishes_path.parent / BUILDS)
 
     def build_hook(name, src_path, srcdir, library_dirs, include_dirs, libraries):
         wish = {"name": str(name), "src": Path(src_path).read_text(), "suffix": Path(src_path).suffix, "library_dirs": [str(d) for d in library_dirs or []],
                 "include_dirs": [str(d) for d in include_dirs or [] if d is not None],
                 "libraries": [str(lib) for lib in libraries or []]}
         key = build_key(wish)
-        planted = seeded / f"{key}.so"
         so = os.path.join(srcdir, f"{name}{sysconfig.get_config_var('EXT_SUFFIX')}")
-        if planted.is_file():
-            shutil.copyfile(planted, so)
-            return so
+        for folder in seeded:
+            planted = folder / f"{key}.so"
+            if planted.is_file() and not planted.is_symlink():
+                shutil.copyfile(planted, so)
+                COUNTS["served"] += 1
+                return so
+        COUNTS["built"] += 1
         built = _plain_build(name, src_path, srcdir, wish["library_dirs"], wish["include_dirs"], wish["libraries"])
         with _LOCK:
             try:

@@ -88,6 +88,9 @@ class CandidateRun:
         import triton
 
         self.result["triton_version"] = triton.__version__
+        from kernelrag.verify import triton_seed
+
+        self.result["native_builds"] = triton_seed.COUNTS     # filled as Triton builds launchers
         if self.device == "cuda" and torch.cuda.is_available():
             self.result["gpu"] = torch.cuda.get_device_name()
         self.out_dir = Path(job["out_dir"])

@@ -107,9 +107,15 @@ def _harvest(pid: int) -> None:
 
     folder, wishes, _ = _BUILDERS.pop(pid)
     try:
-        _SEED.update(triton_seed.harvest(folder, wishes))
+        fresh = triton_seed.harvest(folder, wishes)
+        _SEED.update(fresh)
     finally:
         shutil.rmtree(folder, ignore_errors=True)
+    for request in _SANDBOXED.values():      # children forked before the build: their exchange folder
+        try:
+            triton_seed.plant(fresh, request["cwd"])
+        except OSError:
+            pass
 
 
 def _watch_builders() -> None:
