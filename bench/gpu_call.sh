@@ -34,11 +34,13 @@ for step in "$@"; do
                 timeout "$secs" python3 bench/throughput_gpu.py --device cuda --out-dir "$work/throughput" \
                   --budget-s $((secs - 120)) 2>&1 | tail -50 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
-    suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file
+    suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file;
+                # SUITE_ONLY=a,b,c runs those tasks only
                 from=${SUITE_RESULTS:-bench/results/h200-$day.json}; name=$(basename "$from")
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
-                  --results "$work/suite/$name" --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
+                  ${SUITE_ONLY:+--only "$SUITE_ONLY"} --results "$work/suite/$name" \
+                  --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
     isolation)  timeout "$secs" python3 bench/isolation_overhead.py --device cuda --trials 3 --budget-s $((secs - 10)) \
                   --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
     verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
