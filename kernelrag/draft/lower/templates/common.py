@@ -57,10 +57,9 @@ def const_names(graph: Graph, ids) -> dict[int, str]:
     return {i: literal(graph[i].args["value"]) for i in ids if graph[i].op == "const"}
 
 
-def load_expr(kind: str, pointer: str, mask: str | None, evict: str | None = None) -> str:
+def load_expr(kind: str, pointer: str, mask: str | None) -> str:
     masked = f", mask={mask}, other=0" if mask else ""
-    hint = f", eviction_policy=\"{evict}\"" if evict else ""
-    raw = f"tl.load({pointer}{masked}{hint})"
+    raw = f"tl.load({pointer}{masked})"
     if kind == FLOAT:
         return f"{raw}.to(tl.float32)"
     if kind == BOOL:

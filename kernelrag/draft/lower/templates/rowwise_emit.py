@@ -38,7 +38,6 @@ def helpers(w: "_Writer") -> list[str]:
 
 class _Writer:
     def __init__(self, t, graph: Graph, region: Region, variant: str):
-        self._evict: str | None = None     # the looped passes' L2 hint for lane loads (looped_path)
         self.t, self.g, self.r, self.variant = t, graph, region, variant
         self.frames = region.state["frames"]
         self.rank = len(region.domain)
@@ -86,8 +85,7 @@ class _Writer:
         if nid in self.loads:
             k = self.loads.index(nid)
             names[nid] = var
-            return [f"{ind}{var} = " + C.load_expr(node.kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask",
-                                                   self._evict)]
+            return [f"{ind}{var} = " + C.load_expr(node.kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask")]
         if node.op == "iota":
             names[nid] = f"i{node.args['dim']}"
             return []
@@ -262,11 +260,7 @@ class _Writer:
             return out
 
         passes, riders = plan_passes(self.g, self.r)
-        lane_outs = [n for n in self.outs if self.frames[n] == C.LANE]
         for k, group in enumerate(passes):
-            # L2 hints, as torch.compile's looped reductions give them: a row read again by a
-            # later pass stays (evict_last); its last read goes first (evict_first)
-            self._evict = "evict_first" if k == len(passes) - 1 and not lane_outs else "evict_last"
             fns = ", ".join(f"{self.g[n].args['fn']}{' (' + riders[n].kind + ')' if n in riders else ''}"
                             for n in group)
             lines.append(f"{ind}# pass {k}: {fns} over the row, the prologue recomputed per chunk")
@@ -287,7 +281,7 @@ class _Writer:
                 names[nid] = f"v{nid}"
                 done.add(nid)
             lines += self.ready_rows(row_ready, names, done, ind)   # row scalars now computable
-        self._evict = "evict_first"
+        lane_outs = [n for n in self.outs if self.frames[n] == C.LANE]
         if lane_outs:
             carries = {n: f"carry{n}" for n in self.r.nodes if self.g[n].op == "scan"}
             lines.append(f"{ind}# last pass: the outputs")
@@ -298,7 +292,6 @@ class _Writer:
             inner = ind + "    "
             lines += self.chunk("start", inner) + cone_lines(lane_outs, inner, carries)
             lines += self.stores(self._local, inner, {C.LANE})
-        self._evict = None
         return lines + self.stores(names, ind, {C.ROW, C.SQUEEZED})
 
 
