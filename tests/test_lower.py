@@ -118,18 +118,6 @@ def test_the_looped_variant_is_offered_and_differs():
     assert "fits = False" in b.source and "fits = n_red <=" in a.source
 
 
-def test_the_looped_passes_take_every_grid_th_row_when_the_rows_would_overflow_l2():
-    """Rows of 32768 fp32 (128 KB): under the interpreter's 4 MB stand-in L2, 0.7 of it holds 22
-    rows, 5 programs on each of 4 SMs: 20 programs for 48 rows, each taking every 20th."""
-    src = task("torch.softmax(x * 0.5, dim=-1) + x", dims="batch_size = 48\ndim = 32768")
-    d = lower(src, "s", ("looped",))
-    assert d.ok, d.reason
-    assert "for row32 in range(tl.program_id(0), n_rows, tl.num_programs(0)):" in d.source
-    assert "grid = min(n_rows, sms * per_sm)" in d.source
-    ref, out = run_both(src, d.source)
-    assert_close(ref, out, rtol=2e-4, atol=2e-5)
-
-
 def test_what_no_template_places_is_named():
     d = lower(task("torch.sort(x, dim=1)[0]"))
     assert not d.ok and "sort" in d.reason

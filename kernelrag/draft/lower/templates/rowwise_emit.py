@@ -6,8 +6,7 @@ from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
-from kernelrag.draft.lower.templates.rowwise_sizes import (CPU_L2_BYTES, L2_ROW_SHARE, LOOP_BLOCK, LOOP_WARPS_LONG,
-                                                            MIN_PROGRAMS_PER_SM, WIDE_LOOP_ROW, loops_at_traced_size,
+from kernelrag.draft.lower.templates.rowwise_sizes import (LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, loops_at_traced_size,
                                                              row_limit)
 
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
@@ -315,18 +314,10 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     args.append(("n_red", "elements per row (product of the reduced sizes)"))
     dens = [j for j, n in enumerate(region.nodes) if graph[n].op == "reduce" and graph[n].args.get("denom")]
     args += [(f"den{j}", "divisor of a batch-mean (the batch size)") for j in dens]
-    if looped_ok:
-        args.append(("n_rows", "rows (product of the kept sizes); a program takes every grid-th row"))
     args += [("BLOCK_R: tl.constexpr", "lanes per chunk; >= n_red when ROW_IN_REGISTERS"),
              ("ROW_IN_REGISTERS: tl.constexpr", "True: the whole row is one block, read once")]
     kname = f"{name}_kernel"
-    if looped_ok:     # a grid smaller than n_rows keeps the looped passes' rows in flight inside L2
-        head = ["    zero64 = tl.program_id(0).to(tl.int64) * 0",
-                "    for row32 in range(tl.program_id(0), n_rows, tl.num_programs(0)):",
-                "        row = zero64 + row32   # int64: row offsets may pass 2**31"]
-    else:
-        head = ["    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31"]
-    body = []
+    body = ["    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31"]
     if w.kept:
         body.append("    rest = row")
         for d in reversed(w.kept):
@@ -343,9 +334,7 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
         body += w.looped_path("        ")
     else:
         body += w.registers_path("    ")
-    if looped_ok:
-        body = ["    " + line if line.strip() else line for line in body]
-    kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(head + body) + "\n")
+    kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
     kernels = helpers(w) + [kernel]
     return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
                    launcher_name=name, transformations=_transformations(_as_run(w, variant, looped_ok),
@@ -391,21 +380,9 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
     call = ", ".join(C.call_values(g, w.loads, params) + outs + ["*domain"]
                      + [f"*{p}.expand(domain).stride()" for p in tensors] + strides
-                     + ["n_red"] + [f"den{j}" for j in dens] + (["n_rows"] if looped_ok else []))
-    lines += ["    grid = n_rows"]
-    if looped_ok:
-        lane = [p for nid, p in zip(w.loads, params) if not C.is_scalar(g, nid) and w.load_frame[nid] == C.LANE]
-        row_bytes = " + ".join(f"{p}.element_size()" for p in lane) or "4"
-        dev = f"{tensors[0]}.device"
-        lines += ["    if not fits:   # each pass re-reads the row: from L2 only while the rows in flight fit there",
-                  f"        l2_bytes, sms = ((torch.cuda.get_device_properties({dev}).L2_cache_size,",
-                  f"                          torch.cuda.get_device_properties({dev}).multi_processor_count)",
-                  f"                         if {dev}.type == \"cuda\" else ({CPU_L2_BYTES}, 4))",
-                  f"        per_sm = int(l2_bytes * {L2_ROW_SHARE}) // max(1, n_red * ({row_bytes})) // sms",
-                  f"        if per_sm >= {MIN_PROGRAMS_PER_SM}:   # else too few programs to keep HBM busy: one per row",
-                  "            grid = min(n_rows, sms * per_sm)"]
+                     + ["n_red"] + [f"den{j}" for j in dens])
     lines += ["    if n_rows > 0 and n_red > 0:",
-              f"        {kname}[(grid,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",
+              f"        {kname}[(n_rows,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",
               f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
     return "\n".join(lines) + "\n"
 

@@ -1,0 +1,197 @@
+"""Template skill: conv (implicit_gemm). 3x3 convolution with bias and ReLU over NCHW tensors.
+
+Technique: the convolution is a GEMM whose left operand is never built. Output
+positions (n, oh, ow) are the M dim, output channels the N dim, and (c, kh, kw) the K
+dim. The A tile is gathered from the input on the fly: row m gives (n, o), column k
+gives (c, tap), and the element is x[n, c, o * stride - padding + tap * dilation], or 0
+in the padding. It is gathered as A^T with output positions along the fast axis, so a
+warp reads one 128-byte line, and it is transposed in registers for tl.dot. The weight
+[C_out, C_in * 9] is already K-major. fp32 runs as 3xTF32 on tensor cores (see
+template_gemm_tf32x3). Groups index the group's slice of channels, and the im2col
+matrix (K times the input) never exists.
+
+Bytes and FLOPs: 4 x 32 x 32 x 32 = 131,072 outputs. Each takes 16 * 9 = 144
+multiply-adds, 2 * 131,072 * 144 = 37.7 MFLOP. The input, weight, bias and output are
+each moved once, (65,536 + 4,608 + 32 + 131,072) * 4 = 0.80 MB. The input is read
+about 9 times from cache and about once from DRAM. Intensity about 47
+FLOP/B: compute-bound on 3xTF32. Whether it gets there depends on the tile fitting the
+channel counts: a 16-wide tl.dot on depthwise channels is mostly padding, so those
+shapes go to the direct variant.
+
+Fusion points: the epilogue (bias, activations, residuals, per-channel scales) is
+applied to the accumulator tile before the one store. So are per-channel values
+computed from parameters alone, such as a batch norm's rsqrt(running_var + eps), which
+puts a whole inference batch norm in the epilogue. A norm over the output needs all of
+it and starts the next region.
+"""
+
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+batch_size = 4
+in_channels = 16
+out_channels = 32
+height = 32
+width = 32
+
+
+# CONV_TILES: (cuda, min M, min N, min K, min programs, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages));
+# the first row that fits is taken (kernelrag.draft.lower.tiles)
+CONV_TILES = (
+    (True, 16384, 128, 128, 0, (128, 128, 32, 8, 4)),
+    (True, 16384, 64, 0, 0, (128, 64, 32, 4, 4)),
+    (True, 16384, 0, 0, 0, (128, 32, 32, 4, 3)),
+    (True, 2048, 0, 0, 0, (64, 64, 32, 4, 3)),
+    (True, 0, 0, 0, 0, (32, 32, 32, 4, 2)),
+    (False, 0, 0, 0, 0, (256, 64, 64, 4, 1)),
+)
+
+
+def pick_tile(rules, cuda, M, N, K, programs):
+    """(BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages): the first rule whose minimums
+    hold; ``programs(BM, BN)`` counts the programs a tile would launch."""
+    for on_cuda, min_m, min_n, min_k, min_programs, tile in rules:
+        if on_cuda == cuda and M >= min_m and N >= min_n and K >= min_k \
+                and (min_programs == 0 or programs(tile[0], tile[1]) >= min_programs):
+            return tile
+    raise ValueError(f"no tile rule for M={M}, N={N}, K={K} (cuda={cuda}): the table needs a catch-all row")
+
+
+@triton.jit
+def conv_0_conv_kernel(
+    x_ptr,  # input [N, C_in, L0, L1] through its strides
+    w_ptr,  # weight [groups, Fg, K], contiguous (K-major)
+    y_ptr,  # output [N, C_out, O0, O1] through its strides
+    e0_ptr,  # extra epilogue tensor 0, broadcast to the output through its strides
+    NB, M, G, Fg, K, Cg,  # batch; GEMM rows, groups, output channels per group, GEMM depth, input channels per group
+    L0, L1, O0, O1, CR0, CR1,  # input sizes, output sizes (after a crop), crop starts
+    s_xn, s_xc, s_x0, s_x1,  # element strides of the input
+    s_yn, s_yc, s_y0, s_y1,  # element strides of the output
+    s_e0_0, s_e0_1, s_e0_2, s_e0_3,  # element strides of e0
+    E0_CH: tl.constexpr,  # e0 varies along channels only: one vector load
+    KS0: tl.constexpr, S0: tl.constexpr, P0: tl.constexpr, DL0: tl.constexpr,  # taps, stride, padding, dilation of dim 0
+    KS1: tl.constexpr, S1: tl.constexpr, P1: tl.constexpr, DL1: tl.constexpr,  # taps, stride, padding, dilation of dim 1
+    BLOCK_M: tl.constexpr,  # output positions per program
+    BLOCK_N: tl.constexpr,  # output channels per program
+    BLOCK_K: tl.constexpr,  # (channel, tap) pairs per K step
+    PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU), "tf32x3" (3xTF32 on CUDA)
+):
+    pid = tl.program_id(0)
+    g = tl.program_id(1)  # the group: its own slice of input and output channels
+    Mp = M
+    w_g = w_ptr + g.to(tl.int64) * Fg * K
+    num_pid_n = tl.cdiv(Fg, BLOCK_N)
+    offs_m = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)
+    m_ok = offs_m < Mp
+    n_ok = offs_n < Fg
+    # row m -> (n, output position), innermost spatial dim fastest (the output's layout)
+    r = offs_m
+    j1 = r % O1
+    r = r // O1
+    j0 = r % O0
+    r = r // O0
+    n_idx = r
+    o0 = j0
+    o1 = j1
+    x_rows = x_ptr + n_idx.to(tl.int64) * s_xn + (g * Cg).to(tl.int64) * s_xc
+    w_cols = w_g + offs_n[None, :].to(tl.int64) * K
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        k_ok = ks < K
+        # column k -> (input channel c, kernel tap), taps innermost (the weight's layout)
+        c_idx = ks // (KS0 * KS1)
+        t = ks % (KS0 * KS1)
+        t1 = t % KS1
+        t = t // KS1
+        t0 = t % KS0
+        t = t // KS0
+        # A^T [BLOCK_K, BLOCK_M]: output positions along the fast axis, so a warp reads a
+        # contiguous run of the input row
+        ok = k_ok[:, None] & m_ok[None, :]
+        i0 = (o0[None, :] + CR0) * S0 - P0 + t0[:, None] * DL0
+        ok = ok & (i0 >= 0) & (i0 < L0)
+        i1 = (o1[None, :] + CR1) * S1 - P1 + t1[:, None] * DL1
+        ok = ok & (i1 >= 0) & (i1 < L1)
+        a_t = tl.load(x_rows[None, :] + c_idx[:, None].to(tl.int64) * s_xc + i0.to(tl.int64) * s_x0 + i1.to(tl.int64) * s_x1, mask=ok, other=0.0)
+        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+        acc = tl.dot(tl.trans(a_t), b, acc, input_precision=PRECISION)
+
+    out_ok = m_ok[:, None] & n_ok[None, :]
+    co = g * Fg + offs_n  # absolute output channel
+    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + o0[:, None].to(tl.int64) * s_y0 + o1[:, None].to(tl.int64) * s_y1
+    if E0_CH:
+        e0 = tl.load(e0_ptr + co.to(tl.int64) * s_e0_1, mask=n_ok, other=0.0).to(tl.float32)[None, :]
+    else:
+        e0 = tl.load(e0_ptr + n_idx[:, None].to(tl.int64) * s_e0_0 + co[None, :].to(tl.int64) * s_e0_1 + o0[:, None].to(tl.int64) * s_e0_2 + o1[:, None].to(tl.int64) * s_e0_3, mask=out_ok, other=0.0).to(tl.float32)
+    v5 = (acc + e0)
+    v6 = tl.maximum(v5, 0.0)
+    acc = v6
+    tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)
+
+
+def conv_0_conv(x, w, e0, precision=None):
+    """Convolution of x [N, C_in, L0, L1] with weight [C_out, C_in / groups, *KS], epilogue fused."""
+    D = 2
+    if x.ndim != D + 2 or w.ndim != D + 2:
+        raise ValueError(f"conv_0_conv: need x [N, C, L0, L1] and a {D + 2}-D weight, got {tuple(x.shape)}, {tuple(w.shape)}")
+    if x.dtype != w.dtype:
+        raise TypeError(f"conv_0_conv: input is {x.dtype} but weight is {w.dtype}")
+    Nb, C_in = x.shape[0], x.shape[1]
+    G = C_in // w.shape[1]  # the weight [C_out, C_in / groups, *KS] gives the group count
+    L = list(x.shape[2:])
+    KS, S, P, DL, OP = (3, 3), (1, 1), (1, 1), (1, 1), (0, 0)
+    Cg, Fg = w.shape[1], w.shape[0] // G
+    O = [(L[d] + 2 * P[d] - DL[d] * (KS[d] - 1) - 1) // S[d] + 1 for d in range(D)]
+    if C_in != Cg * G or min(O) <= 0:
+        raise ValueError(f"conv_0_conv: input {tuple(x.shape)} does not fit weight {tuple(w.shape)} with groups={G} (output sizes {O})")
+    CR = [0] * D
+    CROP = ()  # the slice taken of the output, folded in: kept outputs only
+    if CROP:
+        kept = [range(O[d])[slice(*CROP[d])] for d in range(D)]
+        if any(r.step != 1 or len(r) == 0 for r in kept):
+            raise ValueError(f"conv_0_conv: the slice {CROP} of outputs {O} is empty or strided")
+        CR, O = [r.start for r in kept], [len(r) for r in kept]
+    PH = 1
+    wg = w.reshape(G, Fg, -1).contiguous()       # already [C_out, Cg * prod(KS)]: a view
+    K = wg.shape[2]
+    M = Nb
+    for o in O:
+        M *= o
+    y = torch.empty((Nb, Fg * G, *O), device=x.device, dtype=x.dtype)
+    extras = [e.expand(y.shape) for e in (e0, )]
+    e_st = [s for e in extras for s in e.stride()]
+    e_ch = {f"E{i}_CH": all(e.stride(d) == 0 for d in [0] + list(range(2, D + 2))) for i, e in enumerate(extras)}
+    if precision is None:
+        precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
+    BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,
+                                          lambda bm, bn: G * PH * triton.cdiv(M, bm) * triton.cdiv(Fg, bn))
+    BN = min(BN, max(16, triton.next_power_of_2(Fg)))
+    BK = min(BK, max(16, triton.next_power_of_2(K)))
+    grid = (triton.cdiv(M, BM) * triton.cdiv(Fg, BN), G * PH)
+    conv_0_conv_kernel[grid](
+        x, wg, y, extras[0], Nb, M, G, Fg, K, Cg, *L, *O, *CR, *x.stride(), *y.stride(), *e_st,
+        KS0=3, S0=1, P0=1, DL0=1, KS1=3, S1=1, P1=1, DL1=1,
+        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages, **e_ch)
+    return y
+
+
+def conv_0(x0, x1, x2):
+    """conv2d > conv_bias > relu (conv template, implicit_gemm)"""
+    return (conv_0_conv(x0, x1, x2),)
+
+
+class ModelNew(nn.Module):
+    def __init__(self, in_channels, out_channels):
+        super().__init__()
+        self.conv = nn.Conv2d(in_channels, out_channels, 3, padding=1)
+
+    def forward(self, x):
+        t3 = self.conv.bias.view(-1, 1, 1)   # a view: free
+        t6, = conv_0(x, self.conv.weight, t3)
+        return t6
