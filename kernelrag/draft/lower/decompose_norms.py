@@ -248,7 +248,8 @@ def op_hinge_embedding_loss(dec, args, kwargs):
 
 def cross_entropy(dec, x, target, reduction: str, log_probs: bool, origin: str, weight: Any = None,
                   smoothing: Any = 0.0, ignore_index: int = -100) -> IrRef:
-    """PyTorch's cross-entropy (``log_probs``: nll_loss) of (N, C) scores against class indices.
+    """PyTorch's cross-entropy (``log_probs``: nll_loss) of (N, C) or (N, C, d1, ...) scores against
+    class indices of shape (N,) or (N, d1, ...): the classes are dim 1, every other position a row.
 
     Per row, with ``logp = x - logsumexp(x)`` (or ``x`` itself for nll_loss), ``w`` the class
     weights (1 without), ``valid = target != ignore_index`` and ``eps`` the label smoothing:
@@ -258,11 +259,15 @@ def cross_entropy(dec, x, target, reduction: str, log_probs: bool, origin: str, 
     row's length at run time (a mean over the classes), never the traced one.
     """
     shape = dec.shape(x.id)
-    if len(shape) != 2 or not isinstance(target, IrRef) or dec.g[target.id].kind != "index":
-        raise Unsupported(f"{origin} is lowered for (N, C) scores and int64 class targets")
+    if len(shape) < 2 or not isinstance(target, IrRef) or dec.g[target.id].kind != "index" \
+            or dec.shape(target.id) != (shape[0], *shape[2:]):
+        raise Unsupported(f"{origin} is lowered for (N, C, ...) scores and int64 class targets of shape (N, ...)")
     if weight is not None and (not isinstance(weight, IrRef) or dec.shape(weight.id) != (shape[1],)):
         raise Unsupported(f"{origin}: class weights must be a tensor of shape ({shape[1]},)")
-    t = dec.view(target, "{0}.unsqueeze(1)", (shape[0], 1), origin)
+    if weight is not None and len(shape) > 2:          # along dim 1, not the last dim
+        weight = dec.view(weight, "{0}.view(-1" + ", 1" * (len(shape) - 2) + ")", (shape[1],) + (1,) * (len(shape) - 2),
+                          origin)
+    t = dec.view(target, "{0}.unsqueeze(1)", (shape[0], 1, *shape[2:]), origin)
     iota = IrRef(dec.g.add("iota", [], shape, "index", origin, dim=1))
     is_target = dec.ew("eq", iota, t, origin=origin)
 

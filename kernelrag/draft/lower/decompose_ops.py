@@ -289,3 +289,40 @@ def op_narrow(dec, args, kwargs):
     dim %= len(shape)
     return dec.view(x, f"{{0}}.narrow({dim}, {start}, {length})", shape[:dim] + (length,) + shape[dim + 1:],
                     "narrow")
+
+
+def op_select(dec, args, kwargs):
+    """``x.select(dim, index)`` (``x[:, i]``): a view without ``dim``, read through its strides."""
+    x = _tensor(args[0], "select")
+    dim, index = _arg(args, kwargs, 1, "dim"), _arg(args, kwargs, 2, "index")
+    if not all(isinstance(v, int) for v in (dim, index)):
+        raise Unsupported(f"select with traced arguments ({dim!r}, {index!r}) is not lowered")
+    shape = dec.shape(x.id)
+    dim %= len(shape)
+    if not -shape[dim] <= index < shape[dim]:
+        raise Unsupported(f"select index {index} is out of range for dim {dim} of size {shape[dim]}")
+    return dec.view(x, f"{{0}}.select({dim}, {index})", shape[:dim] + shape[dim + 1:], "select")
+
+
+def _filled_like(dec, args, kwargs, value: float, name: str):
+    """A float tensor of ``x``'s shape holding ``value``: ``where(x == x, v, v)``, so it takes x's
+    shape and frame from the graph while no value of x (NaN or not) can reach it."""
+    x = _tensor(args[0], name)
+    if dec.g[x.id].kind != FLOAT or kwargs.get("dtype") is not None:
+        raise Unsupported(f"{name} of a non-float tensor or with a dtype is not lowered")
+    return dec.ew("where", dec.ew("eq", x, x, origin=name), value, value, origin=name)
+
+
+def op_zeros_like(dec, args, kwargs):
+    return _filled_like(dec, args, kwargs, 0.0, "zeros_like")
+
+
+def op_ones_like(dec, args, kwargs):
+    return _filled_like(dec, args, kwargs, 1.0, "ones_like")
+
+
+def op_full_like(dec, args, kwargs):
+    value = _arg(args, kwargs, 1, "fill_value")
+    if not isinstance(value, (int, float)) or isinstance(value, bool):
+        raise Unsupported(f"full_like with a traced or non-number fill value ({value!r}) is not lowered")
+    return _filled_like(dec, args, kwargs, float(value), "full_like")
