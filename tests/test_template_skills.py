@@ -37,3 +37,21 @@ def test_a_stale_kernel_is_reported(tmp_path):
     doc = '"""Technique: only this."""\n'
     (folder / "kernel.py").write_text(doc)
     assert {"Bytes and FLOPs", "Fusion points"} <= {p.split("'")[1] for p in ts.problems(folder) if "section" in p}
+
+
+def test_the_offline_drafter_lowers_a_template_skills_task_instead_of_replaying_it():
+    """A template skill teaches (retrieval, an LLM's prompt); for a task the lowering drafts the
+    kernel itself, with the task's own parameters and the variant the graph ranks first."""
+    from kernelrag.config import load_settings
+    from kernelrag.draft.offline import OfflineDrafter
+    from kernelrag.memory.skills import SkillLibrary
+    from kernelrag.patterns.trace import op_pattern
+
+    library = SkillLibrary(load_settings())
+    names = {s.name for s in library.list(include_retired=False) if s.template}
+    assert names == {f.name for f in FOLDERS}
+    for folder in FOLDERS:
+        ref = folder / "reference.py"
+        plans, _ = OfflineDrafter(library).plan(ref.read_text(), op_pattern(ref), device="cpu")
+        assert not {p.key for p in plans if p.kind == "skill"} & names, folder.name
+        assert any(p.kind == "lowering" for p in plans), folder.name

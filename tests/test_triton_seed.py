@@ -111,7 +111,7 @@ def test_wishes_are_checked_field_by_field(tmp_path):
             "libraries": ["cuda"]}
     path = tmp_path / triton_seed.WISHES
     bad = [{**good, "name": "../x"}, {**good, "src": 3}, {**good, "libraries": "cuda"},
-           {**good, "suffix": ".sh"}, "not a dict", {**good, "include_dirs": [1]}]
+           {**good, "suffix": ".sh"}, {**good, "suffix": ".cpp"}, "not a dict", {**good, "include_dirs": [1]}]
     path.write_text(json.dumps(bad + [good, good]))
     wishes = triton_seed.wanted(path, known=set())
     assert len(wishes) == 1 and wishes[0]["key"] == triton_seed.build_key(good)

@@ -12,7 +12,8 @@ Plan for a task, best first:
   4. on a GPU, the exact skills whose own measurement was slower than torch.compile
      (they come after 1 there),
   5. skills of the same category with pattern similarity >= SIMILAR_MIN.
-A skill is used only when its ``ModelNew`` constructor accepts the task's
+Template skills (``skills/templates/``) are never replayed: the lowering drafts their
+kernels for the task at hand. A skill is used only when its ``ModelNew`` constructor accepts the task's
 ``get_init_inputs()``. Constants the skill declares in a ``[constants]`` table
 of skill.toml (module-level names in kernel.py) take the task's module-level
 values of the same name. When nothing fits the drafter says which pattern it saw
@@ -161,7 +162,9 @@ class OfflineDrafter:
         if not getattr(pattern, "known", False):
             return [], [f"the task's op pattern is unknown ({getattr(pattern, 'reason', '')})"]
         init_inputs = task.init_inputs()
-        usable = [s for s in self.library.list(include_retired=False) if s.backend == backend]
+        # template skills teach (retrieval, the LLM's prompt); the lowering itself drafts their
+        # kernels for a task, with its parameters and the variant the graph ranks first
+        usable = [s for s in self.library.list(include_retired=False) if s.backend == backend and not s.template]
         plans: list[Plan] = []
 
         task_dtypes = float_dtypes(pattern)     # index tensors (int64 targets) do not pick a kernel
@@ -197,7 +200,7 @@ class OfflineDrafter:
                    f"the composed kernels: measured at {s.provenance['speedup_vs_compile']:.2f}x torch.compile", 0.98)
         exact_names = {s.name for s in exact}
         for m in self.library.find(pattern, category=pattern.category, k=8):
-            if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN:
+            if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN or m.skill.template:
                 continue
             add(m.skill, f"skill {m.skill.name} ({m.skill.pattern}) is similar to {pattern.signature} "
                          f"(similarity {m.score:.2f})", m.score)

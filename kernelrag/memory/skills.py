@@ -59,6 +59,7 @@ class Skill:
     cpu_checkable: bool
     summary: str = ""
     file_state: str = ""             # review.state as written in skill.toml (before overrides)
+    template: str = ""               # a template skill (skills/templates/): the lowering template it shows
 
     @property
     def toml_path(self) -> Path:
@@ -144,7 +145,8 @@ def parse_skill(folder: Path, source: str) -> Skill:
         shapes=dict(data.get("shapes", {})), tolerance=dict(data.get("tolerance", {})),
         review_state=state, provenance=dict(data.get("provenance", {})), path=folder, source=source,
         cpu_checkable=bool(data.get("cpu_checkable", backend == "triton")),
-        summary=str(data.get("summary", "")), file_state=state)
+        summary=str(data.get("summary", "")), file_state=state,
+        template=str((data.get("template") or {}).get("name", "")) if isinstance(data.get("template"), dict) else "")
 
 
 @functools.lru_cache(maxsize=1)

@@ -198,7 +198,7 @@ def wanted(path: str | os.PathLike, known: set[str]) -> list[dict[str, Any]]:
     for item in items[:MAX_WISHES] if isinstance(items, list) else []:
         if not (isinstance(item, dict) and isinstance(item.get("name"), str) and _NAME.match(item["name"])
                 and isinstance(item.get("src"), str) and len(item["src"]) <= MAX_SOURCE_CHARS
-                and item.get("suffix", ".c") in (".c", ".cpp")
+                and item.get("suffix", ".c") == ".c"             # Triton's launchers and helper are C
                 and all(_strings(item.get(k), 32) for k in ("library_dirs", "include_dirs", "libraries"))):
             continue
         wish = {k: item[k] for k in ("name", "src", "library_dirs", "include_dirs", "libraries")}

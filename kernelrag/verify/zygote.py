@@ -48,6 +48,7 @@ _CAPS: dict[int, int] = {}        # live child -> cap on its group's resident me
 _SANDBOXED: dict[int, dict] = {}  # live sandboxed child -> its request (where its build wishes land)
 _BUILDERS: dict[int, tuple] = {}  # live builder -> (folder, wishes, started); see triton_seed
 BUILD_TIMEOUT_S = 120.0
+BUILD_RSS_BYTES = 2 << 30         # a builder's resident memory (the compiler on a hostile source)
 _OVER: dict[int, int] = {}        # child killed over its cap -> the resident bytes seen
 
 
@@ -61,6 +62,7 @@ def _reap() -> None:
             return
         _CAPS.pop(pid, None)
         if pid in _BUILDERS:
+            _OVER.pop(pid, None)
             _harvest(pid)
             continue
         request = _SANDBOXED.pop(pid, None)
@@ -100,6 +102,7 @@ def _build_wishes(request: dict) -> None:
         finally:
             os._exit(code)
     _BUILDERS[pid] = (folder, wishes, time.monotonic())
+    _CAPS[pid] = BUILD_RSS_BYTES
 
 
 def _harvest(pid: int) -> None:
