@@ -55,3 +55,12 @@ def test_the_offline_drafter_lowers_a_template_skills_task_instead_of_replaying_
         plans, _ = OfflineDrafter(library).plan(ref.read_text(), op_pattern(ref), device="cpu")
         assert not {p.key for p in plans if p.kind == "skill"} & names, folder.name
         assert any(p.kind == "lowering" for p in plans), folder.name
+
+
+def test_the_library_loads_the_template_skills_without_problems():
+    from kernelrag.config import load_settings
+    from kernelrag.memory.skills import SkillLibrary
+
+    library = SkillLibrary(load_settings())
+    library.list()
+    assert not [p for p in library.problems if "/templates/" in p], library.problems

@@ -220,9 +220,11 @@ class SkillLibrary:
                     self._problems.append(f"{toml_path.parent}: skill name {skill.name!r} already used by "
                                          f"{skills[skill.name].path}; rename one of them")
                     continue
-                if skill.path.parent.name != slug(skill.pattern):
+                expected = "templates" if skill.template else slug(skill.pattern)   # template skills: one folder
+                if skill.path.parent.name != expected:
                     self._problems.append(f"{skill.path}: folder {skill.path.parent.name!r} should be "
-                                         f"{slug(skill.pattern)!r} (the slug of pattern {skill.pattern!r})")
+                                         f"{expected!r} (the slug of pattern {skill.pattern!r}, or templates "
+                                         "for a skill with a [template] table)")
                 bad = [t for t in skill.transformations if t not in vocab]
                 if bad:
                     self._problems.append(f"{skill.toml_path}: unknown transformation ids {bad}")
