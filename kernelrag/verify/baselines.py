@@ -108,6 +108,9 @@ class Baselines:
                 t0 = time.monotonic()
                 compiled = self._compile(ref, source, seed, tolerance, held)
                 stamps["compile_step"] = time.monotonic() - t0 - held.waited_s
+                warm = ((compiled or {}).get("seconds") or {}).get("warm_wait")
+                if isinstance(warm, (int, float)) and warm >= 0.05:
+                    stamps["of_it_inductor_warm_up"] = warm      # started with the reference process
             if compiled is None:
                 result = {"compile": None, "error": f"the reference process gave no compiled baseline "
                                                     f"({ref.describe()})"}
