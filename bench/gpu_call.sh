@@ -5,7 +5,9 @@
 # Steps: throughput (bench/throughput_gpu.py: phases, cached candidates, hack fixtures in one
 # session), gemm (bench/fp32_gemm.py: fp32 paths, config search, tf32x3 skills), suite (the
 # benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present),
-# isolation (bench/isolation_overhead.py: the sandbox's cost per verification), verifygpu
+# isolation (bench/isolation_overhead.py: the sandbox's cost per verification), starts
+# (bench/isolation_starts.py: a sandboxed worker's start step by step), bf16gemm
+# (bench/bf16_gemm.py: bf16 GEMM designs side by side), verifygpu
 # (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
 # (bench/conv_variants.py: the conv template's layouts side by side), profile
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu).
@@ -31,8 +33,13 @@ for step in "$@"; do
     throughput) # a second run on the same machine keeps the first one's file: its compiled baselines
                 # are then on disk, so its first-of-task figures are those of a warm cache
                 [ -d "$work/throughput" ] && mv "$work/throughput" "$work/throughput-$(date +%H%M%S)"
+                # THROUGHPUT_ARGS: more options (--hacks off for a second run: its session starts sooner)
                 timeout "$secs" python3 bench/throughput_gpu.py --device cuda --out-dir "$work/throughput" \
-                  --budget-s $((secs - 120)) 2>&1 | tail -50 ;;
+                  --budget-s $((secs - 120)) ${THROUGHPUT_ARGS:-} 2>&1 | tail -50 ;;
+    starts)     timeout "$secs" python3 bench/isolation_starts.py --device cuda --trials 3 --budget-s $((secs - 30)) \
+                  --out "$work/isolation-starts-h200-$day.json" 2>&1 | tail -30 ;;
+    bf16gemm)   timeout "$secs" python3 bench/bf16_gemm.py --out "$work/bf16-gemm-h200-$day.json" \
+                  --budget-s $((secs - 60)) 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
     suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file;
                 # SUITE_ONLY=a,b,c runs those tasks only
