@@ -81,9 +81,12 @@ def _task(forward: str, inputs: str, init: str = "        pass") -> str:
     ("torch.bmm(x, y)", "[torch.randn(2, 3, 4), torch.randn(2, 4, 5)]", "bmm"),
     # an operand read transposed changes the product (a skill for A @ B is wrong for A.T @ B)
     ("torch.matmul(x.T, y)", "[torch.randn(4, 3), torch.randn(4, 5)]", "matmul[ta]"),
-    ("x @ y.transpose(-2, -1)", "[torch.randn(2, 4, 3), torch.randn(2, 5, 3)]", "matmul[tb]"),
+    ("x @ y.transpose(-2, -1)", "[torch.randn(2, 4, 3), torch.randn(2, 5, 3)]", "matmul[tb,ranks=3x3]"),
     ("torch.bmm(x.permute(0, 2, 1), y.mT)", "[torch.randn(2, 4, 3), torch.randn(2, 5, 4)]", "bmm[ta,tb]"),
-    ("torch.matmul(x.transpose(0, 1), y)", "[torch.randn(4, 2, 3), torch.randn(2, 3, 5)]", "matmul"),
+    ("torch.matmul(x.transpose(0, 1), y)", "[torch.randn(4, 2, 3), torch.randn(2, 3, 5)]", "matmul[ranks=3x3]"),
+    # operand ranks other than 2x2: a 2-D GEMM skill cannot take the product
+    ("torch.matmul(x, y)", "[torch.randn(2, 4, 3), torch.randn(3, 5)]", "matmul[ranks=3x2]"),
+    ("x @ y", "[torch.randn(4, 3), torch.randn(3)]", "matmul[ranks=2x1]"),
     ("F.scaled_dot_product_attention(x, x, x, is_causal=True)", "[torch.randn(1, 2, 8, 4)]",
      "scaled_dot_product_attention[causal]"),
     ("F.cross_entropy(x, y)", "[torch.randn(8, 10), torch.randint(0, 10, (8,))]", "cross_entropy"),

@@ -206,7 +206,11 @@ def canonical_ops(node: Any, gm: Any, shape_of: Callable[[Any], Any]) -> "list[t
     if name in ("matmul", "mm", "bmm"):
         attrs = {flag: "" for flag, pos in (("ta", 0), ("tb", 1))
                  if _swaps_last_two(node.args[pos] if len(node.args) > pos else None, shape_of)}
-        return [(name, attrs)]
+        ranks = [len(s) if s is not None else None
+                 for s in (shape_of(a) if _is_node(a) else None for a in node.args[:2])]
+        if name in ("matmul", "mm") and len(ranks) == 2 and None not in ranks and ranks != [2, 2]:
+            attrs["ranks"] = "x".join(map(str, ranks))      # a batched, broadcast or vector product: a
+        return [(name, attrs)]                               # 2-D GEMM skill does not take it
     if name == "linear":
         bias = _arg(node, 2, "bias")
         return [("matmul", {}), ("add", {})] if bias is not None else [("matmul", {})]
