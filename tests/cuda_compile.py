@@ -155,6 +155,9 @@ def _compile_one(module: types.ModuleType, launch: dict) -> None:
     def value(v: Any) -> Any:
         if isinstance(v, dict) and "tensor" in v:
             return MockTensor(getattr(torch, v["tensor"]))
+        if isinstance(v, dict) and "tensordesc" in v:    # a host-built TMA descriptor over such a tensor
+            from triton.tools.tensor_descriptor import TensorDescriptor
+            return TensorDescriptor(MockTensor(getattr(torch, v["tensordesc"])), v["shape"], v["strides"], v["block"])
         if isinstance(v, dict):
             raise ValueError(f"argument {v['repr']} cannot be re-created for the compile")
         return v

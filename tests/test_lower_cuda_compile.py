@@ -159,6 +159,32 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
     assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 7
 
 
+@pytest.mark.slow
+def test_the_tma_kernel_compiles_for_every_16bit_tile_with_tma_and_wgmma(tmp_path):
+    """The persistent TMA kernel of 16-bit products (only a GPU launches it) compiles for sm_90
+    at each CUDA tile of the 16-bit table, both weight layouts, with a bias epilogue."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kernelrag.draft.lower import tiles
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    path = tmp_path / "mm_tma.py"
+    path.write_text(render_gemm(GemmSpec(name="mm", epilogue="acc = acc + e0\n", extra_rows=(False,))).source)
+    size, launches = 4096, []
+    for row in (r for r in tiles.GEMM_TILES_16BIT if r["cuda"]):
+        bm, bn, bk, warps, stages = row["tile"]
+        for b_nk in (True, False):
+            desc = lambda block: {"tensordesc": "bfloat16", "shape": [size, size], "strides": [size, 1], "block": block}
+            args = [desc([bm, bk]), desc([bn, bk] if b_nk else [bk, bn]), {"tensor": "bfloat16"},
+                    {"tensor": "bfloat16"}, size, size, size, 0, 0, size, 1, 0, 0, 0, 1]
+            launches.append({"kernel": "mm_tma_kernel", "args": args,
+                             "kwargs": dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, B_NK=b_nk, NUM_SMS=132,
+                                            num_warps=warps, num_stages=stages)})
+    results = assert_all_compile([(str(path), launches)])
+    assert len(results) == len({repr(launch) for launch in launches}) >= 6
+    assert all(r["spill_bytes"] in (0, None) for r in results), results
+
+
 def test_the_compile_keeps_the_launch_options_and_reports_registers_and_spills(tmp_path):
     """num_warps reaches the compile (the interpreter drops it before its hooks), and ptxas
     reports what the kernel costs on sm_90: the CPU-side performance signal."""

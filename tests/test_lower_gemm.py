@@ -172,3 +172,27 @@ def test_rendered_module_says_its_precision_path():
     assert any("tf32x3" in n and "ieee" in n for n in rendered.notes)
     assert 'input_precision=PRECISION' in rendered.source
     assert "tf32x3" in rendered.transformations
+
+
+def test_16bit_products_take_the_tma_kernel_only_where_the_engine_can_fetch_them():
+    """On CUDA a 16-bit product without a prologue or row reduction runs the persistent TMA
+    kernel; tma_layout says which operand layouts it can fetch (K-contiguous A; B K- or
+    N-contiguous, 16-byte pitches), and the CPU path never reaches it."""
+    from kernelrag.draft.lower.gemm_kernels import tma_eligible
+
+    plain = render_gemm(GemmSpec(name="mm"))
+    assert "mm_tma_kernel[" in plain.source
+    module = types.ModuleType("tma")
+    exec(compile(plain.source, "<tma>", "exec"), module.__dict__)
+    a = torch.randn(64, 32, dtype=torch.bfloat16)
+    w = torch.randn(48, 32, dtype=torch.bfloat16)          # nn.Linear's [N, K] weight
+    assert module.tma_layout(a, w.t()) is True
+    assert module.tma_layout(a, torch.randn(32, 48, dtype=torch.bfloat16)) is False
+    assert module.tma_layout(a.t().contiguous().t(), w.t()) is None     # A not K-contiguous
+    odd = torch.randn(64, 33, dtype=torch.bfloat16)[:, :32]            # a 66-byte row pitch
+    assert module.tma_layout(odd, w.t()) is None
+    for spec in (GemmSpec(name="r", whole_rows=True, row_out=True, epilogue=row_reduce_code("sum")),
+                 GemmSpec(name="t", a_tri=Tri("tril")), GemmSpec(name="p", a_prologue=(Step("relu", ("acc",)),))):
+        assert not tma_eligible(spec) and f"{spec.name}_tma_kernel" not in render_gemm(spec).source
+    module.mm_tma_kernel = None                                  # CPU: the tiled kernel runs, never this one
+    assert module.mm(a, w.t()).shape == (64, 48)

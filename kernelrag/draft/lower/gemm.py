@@ -25,6 +25,10 @@ product takes. Hopper's TF32 MMA wants both operands K-major, so a
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
 inputs use the tensor cores directly with fp32 accumulation.
 
+16-bit products on CUDA (one product after folding a's leading dims, operands as the TMA
+engine can fetch them, no prologue or row reduction) run ``<name>_tma_kernel``: persistent,
+TMA-fed, the same tile table and epilogue; everything else, the CPU included, the tiled kernel.
+
 Tiles. (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages) come from a rule table per dot path
 (``tiles.GEMM_TILES`` for tf32x3 / ieee, ``GEMM_TILES_BF16X6``, ``GEMM_TILES_16BIT`` for
 bf16 / fp16 operands), carried into the launcher as data: the large tile whenever it still
@@ -33,7 +37,7 @@ small products.
 """
 from __future__ import annotations
 
-from kernelrag.draft.lower.gemm_kernels import render_kernels
+from kernelrag.draft.lower.gemm_kernels import render_kernels, tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
 from kernelrag.draft.lower.tiles import GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, PICK_TILE, table_source
 
@@ -73,6 +77,19 @@ def bf16x6_dot(a, b, acc, comp):
     total = acc + y
     comp = tl.where(total - total == 0.0, (total - acc) - y, 0.0)  # an inf sum owes nothing (inf - inf is NaN)
     return total, comp
+'''
+
+TMA_LAYOUT = '''def tma_layout(a2, b2):
+    """How the TMA engine can fetch A [M, K] and B [K, N], or None: A K-contiguous and B K-contiguous
+    (True: nn.Linear's [N, K] weight, B = weight.T) or N-contiguous (False), each with a 16-byte
+    aligned base and row pitch (the descriptor's requirements)."""
+    def pitched(t, unit_dim):
+        other = 1 - unit_dim
+        return (t.stride(unit_dim) == 1 and t.stride(other) > 0 and t.data_ptr() % 16 == 0
+                and (t.stride(other) * t.element_size()) % 16 == 0)
+    if not pitched(a2, 1):
+        return None
+    return True if pitched(b2, 0) else False if pitched(b2, 1) else None
 '''
 
 TRANSPOSE_KERNEL = '''@triton.jit
@@ -179,7 +196,7 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
             ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
-    else:
+{tma_branch}    else:
         {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
             a4, b4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
@@ -193,22 +210,39 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     return out
 '''
 
+TMA_BRANCH = '''    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a4[0, 0], b4[0, 0])) is not None:
+        # 16-bit, one product: the persistent kernel, its tiles fetched by the TMA engine
+        from triton.tools.tensor_descriptor import TensorDescriptor
+
+        a_desc = TensorDescriptor.from_tensor(a4[0, 0], [BM, BK])
+        b_desc = TensorDescriptor.from_tensor(b4[0, 0].t() if b_nk else b4[0, 0], [BN, BK] if b_nk else [BK, BN])
+        sms = torch.cuda.get_device_properties(a.device).multi_processor_count
+        {name}_tma_kernel[(min(sms, triton.cdiv(M, BM) * triton.cdiv(N, BN)),)](
+            a_desc, b_desc, full, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
+            BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
+            num_warps=warps, num_stages=stages)
+'''
+
+
 def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
     """(kernel and helper texts, the launcher's text) for ``spec``; helpers shared by
     several GEMMs of one module are separate entries, so they are written once."""
     extras = [f"e{i}" for i in range(spec.n_extra)]
     doc = spec.doc or "epilogue(a @ b) through the GEMM template's kernels."
+    extras_call = "".join(f"*e4[{i}:{i + 1}], " for i in range(spec.n_extra))
+    scalars_call = "".join(f"float(s{i}), " for i in range(spec.n_scalar))
     launcher = LAUNCHER.format(
         name=spec.name, doc=doc, extras_sig="".join(f"{e}, " for e in extras),
         extras_tuple="".join(f"{e}, " for e in extras),
-        extras_call="".join(f"*e4[{i}:{i + 1}], " for i in range(spec.n_extra)),
-        scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
-        scalars_call="".join(f"float(s{i}), " for i in range(spec.n_scalar)),
+        extras_call=extras_call, scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
+        scalars_call=scalars_call,
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
-        default_precision=LAUNCH_PRECISION[spec.precision])
+        default_precision=LAUNCH_PRECISION[spec.precision],
+        tma_branch=TMA_BRANCH.format(name=spec.name, extras_call=extras_call, scalars_call=scalars_call)
+        if tma_eligible(spec) else "")
     tables = [table_source(name, table) for name, table in (("GEMM_TILES", GEMM_TILES), (
         "GEMM_TILES_BF16X6", GEMM_TILES_BF16X6), ("GEMM_TILES_16BIT", GEMM_TILES_16BIT))]
-    return [TRANSPOSE_KERNEL, BF16X6_DOT, *tables, PICK_TILE, render_kernels(spec)], launcher
+    return [TRANSPOSE_KERNEL, BF16X6_DOT, TMA_LAYOUT, *tables, PICK_TILE, render_kernels(spec)], launcher
 
 
 def transformations_of(spec: GemmSpec) -> list[str]:

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, literal, node_expr
 from kernelrag.draft.lower.gemm import gemm_parts, precision_note, transformations_of
+from kernelrag.draft.lower.gemm_kernels import tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
 from kernelrag.draft.lower.ir import Graph, Node, broadcast
 from kernelrag.draft.lower.protocol import Emitted, Region, register
@@ -208,6 +209,8 @@ class GemmTemplate:
         if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
             fp32_only = ("tf32x3", "k_major_operands", "bf16x6", "compensated_summation", "ieee_fp32_dot")
             trans = [t for t in trans if t not in fp32_only] + ["tensor_cores"]
+            if tma_eligible(spec):    # on CUDA the persistent TMA kernel runs it (gemm_kernels.py)
+                trans += ["tma_loads", "persistent_kernel"]
         return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
             name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)", scalars),
             launcher_name=name, transformations=trans, doc=doc)
