@@ -288,3 +288,66 @@ def test_the_longest_rows_held_compile_for_sm90_without_spills(tmp_path):
         modules.append((str(path), launches))
     results = compile_launches(modules)
     assert results and all(r["ok"] and r["spill_bytes"] == 0 and r["registers"] <= 128 for r in results), results
+
+
+FEW_LONG = "batch_size = 3\ndim = 70000"      # few rows past 64K: the chunked variant's regime
+
+
+def test_few_long_norm_rows_default_to_chunks_that_keep_the_variance_far_from_zero():
+    """A norm over few long rows runs as rows x chunks programs. The variance combines per-chunk
+    squared deviations about each chunk's own mean (Chan's rule): inputs at mean 1000, std 1,
+    would lose it in fp32 as sum(x^2) - n mean^2."""
+    src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG,
+               inputs="torch.randn(batch_size, dim) + 1000.0")
+    d = lower(src, "ln")
+    assert d.ok, d.reason
+    assert "[chunked]" in d.reason and "chunked_rows" in d.transformations
+    assert "_stats_kernel" in d.source and "_combine_kernel" in d.source and "_apply_kernel" in d.source
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out, rtol=1e-3, atol=1e-3)
+
+
+def test_chunked_softmax_rescales_each_chunks_sum_and_survives_all_masked_chunks():
+    """The online softmax's chunk sums are rescaled to the row max; chunks wholly -inf (a masked
+    row start longer than a chunk) add nothing and make no NaN."""
+    src = task("torch.softmax(x.masked_fill(m, float('-inf')) * 2.0, dim=-1)", args="x, m", dims=FEW_LONG,
+               inputs="torch.randn(batch_size, dim), torch.arange(dim)[None, :] < 40000")
+    d = lower(src, "masked", ("chunked",))
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert torch.isfinite(out).all()
+    assert_close(ref, out)
+
+
+def test_chunked_is_offered_only_for_one_statistics_pass_and_a_full_size_output():
+    from kernelrag.draft.lower.lowering import variant_choices
+
+    many = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims="batch_size = 4096\ndim = 70000")
+    assert not any("chunked" in combo for combo in variant_choices(many))       # many rows: one program each
+    total = task("torch.sum(x, dim=-1)", dims=FEW_LONG)                       # no full-size output
+    assert not any("chunked" in combo for combo in variant_choices(total))
+    few = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG)
+    assert variant_choices(few) == [("chunked",)]     # the row variants would loop in about two waves
+
+
+@pytest.mark.slow
+def test_the_chunked_kernels_compile_for_sm90(tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    from cuda_compile import compile_launches, load, record
+    from kernelrag.task import load_task
+
+    cases = [task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG),
+             task("torch.softmax(x, dim=-1)", dims=FEW_LONG)]
+    modules = []
+    for k, src in enumerate(cases):
+        d = lower(src, f"c{k}", ("chunked",))
+        assert d.ok, d.reason
+        path = tmp_path / f"c{k}.py"
+        cand = load(d.source, str(path))
+        launches = record(cand, execute=False)
+        t = load_task(src, f"t{k}")
+        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        modules.append((str(path), launches))
+    results = compile_launches(modules)
+    assert len(results) == 6 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
+    assert all(r["spill_bytes"] in (0, None) for r in results), results

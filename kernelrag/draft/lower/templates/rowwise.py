@@ -28,7 +28,11 @@ passes otherwise), ``looped`` (passes always, BLOCK_R = 1024, or 2048 at 16 warp
 budget), ``split`` (few long rows: two stages, see ``rowwise_split``; the default when
 rows are fewer than 128 and longer than 64K elements at the traced size) and ``column``
 (the innermost dim kept: programs own tiles of it and walk the reduced dims, see
-``rowwise_column``; the default when that dim has 16 or more positions). ``dominated``
+``rowwise_column``; the default when that dim has 16 or more positions) and ``chunked`` (few
+long rows ending in a full-size output, a group norm's: partial statistics over rows x chunks
+programs, a combine per row, then the output pass chunk by chunk, see ``rowwise_chunked``; the
+default, and the row variants dominated, when at most 1024 rows of 64K elements or more would
+loop at the traced size). ``dominated``
 leaves out of a generate run's rounds the variants that cannot win at the traced size.
 """
 from __future__ import annotations
@@ -37,6 +41,7 @@ from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.ir import Graph, Node
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise_chunked import chunked_unavailable, emit_chunked, is_chunked_worthwhile
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
 from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
 from kernelrag.draft.lower.templates.rowwise_passes import cone
@@ -47,7 +52,7 @@ from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_spli
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped", "split", "column")
+    variants = ("registers", "looped", "split", "column", "chunked")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -158,6 +163,8 @@ class RowwiseTemplate:
             return split_unavailable(graph, region)
         if variant == "column":
             return column_unavailable(graph, region)
+        if variant == "chunked":
+            return chunked_unavailable(graph, region)
         return None
 
     def dominated(self, graph: Graph, region: Region, variant: str) -> str | None:
@@ -167,6 +174,12 @@ class RowwiseTemplate:
         elsewhere once ranked it first for mean_pool_linear, 6.9 ms against column's 1.1 ms."""
         if variant != "column" and self.unavailable(graph, region, "column") is None and is_column_worthwhile(region):
             return "the innermost dim is kept: row lanes would stride by it (the column variant coalesces)"
+        if variant == "chunked" and not is_chunked_worthwhile(region):
+            return "rows enough to fill the GPU one program each: chunks add a read and two launches"
+        if variant in ("registers", "looped") and self._chunks(graph, region) and loops_at_traced_size(self, graph, region):
+            # one looped program per row in two waves or fewer: group_norm's 512 rows of 2 MB ran at
+            # 67% of the memory speed of light on the H200 (2026-12-02), 0.69x torch.compile
+            return "few long rows loop in one program each, about two waves: the chunked variant fills the GPU"
         if variant == "looped" and loops_at_traced_size(self, graph, region):
             # the same kernel as ``registers`` at this size, whose rows are too long to hold: a
             # round spent on it re-times the same code (conv3d_group_norm_silu's second round on
@@ -182,7 +195,12 @@ class RowwiseTemplate:
             return "column"
         if self.unavailable(graph, region, "split") is None and is_split_worthwhile(graph, region):
             return "split"
+        if self._chunks(graph, region) and loops_at_traced_size(self, graph, region):
+            return "chunked"
         return self.variants[0]
+
+    def _chunks(self, graph: Graph, region: Region) -> bool:
+        return self.unavailable(graph, region, "chunked") is None and is_chunked_worthwhile(region)
 
     def _scan_feeds_reduction(self, graph: Graph, region: Region) -> bool:
         inside = set(region.nodes)
@@ -200,6 +218,8 @@ class RowwiseTemplate:
         SM of 132, 139 ms for a 1 GiB read)."""
         if variant == "split":
             return emit_split_region(self, graph, region, name)
+        if variant == "chunked":
+            return emit_chunked(self, graph, region, name)
         if variant == "column":
             return emit_column(self, graph, region, name)
         if split_unavailable(graph, region) is not None:

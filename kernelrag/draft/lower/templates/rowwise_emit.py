@@ -401,7 +401,8 @@ def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
         out.append("elementwise_fusion")
-    out.append({"registers": "row_in_registers", "looped": "recompute_over_store"}.get(variant, "two_pass_reduction"))
+    out.append({"registers": "row_in_registers", "looped": "recompute_over_store",
+                "chunked": "chunked_rows"}.get(variant, "two_pass_reduction"))
     return out
 
 
