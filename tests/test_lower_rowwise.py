@@ -106,15 +106,23 @@ def test_the_new_schedules_compile_for_sm90(tmp_path):
     """The looped passes with riders and per-row partials, and the split hand-over, as Triton's
     code generator sees them (the interpreter does not check loop-carried types)."""
     pytest.importorskip("triton.backends.nvidia")
-    from cuda_compile import compile_launches, load, record
-    from kernelrag.task import load_task
-
     kl = task("F.kl_div(torch.log_softmax(x, -1), torch.log_softmax(y, -1), reduction='batchmean', "
               "log_target=True)", args="x, y", inputs=PAIR, dims=LONG)
     cases = [(task("torch.softmax(x, dim=-1)", dims=LONG), ("looped",)),
              (task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=LONG), ("looped",)),
              (kl, ("looped", "registers")),
              (task("torch.sum(x * y)", args="x, y", inputs=PAIR, dims="batch_size = 2\ndim = 40000"), ("registers",))]
+    results = compile_cases(cases, tmp_path)
+    assert len(results) >= len(cases) and all(r["ok"] for r in results), \
+        [r["error"][-800:] for r in results if not r["ok"]]
+
+
+def compile_cases(cases: list[tuple[str, tuple[str, ...]]], tmp_path) -> list[dict]:
+    """Each (task source, variants) lowered, its launches recorded under the interpreter (no
+    program runs) and compiled for sm_90: the results of ``cuda_compile.compile_launches``."""
+    from cuda_compile import compile_launches, load, record
+    from kernelrag.task import load_task
+
     modules = []
     for k, (src, combo) in enumerate(cases):
         d = lower(src, f"c{k}", combo)
@@ -125,9 +133,7 @@ def test_the_new_schedules_compile_for_sm90(tmp_path):
         t = load_task(src, f"t{k}")
         cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
         modules.append((str(path), launches))
-    results = compile_launches(modules)
-    assert len(results) >= len(cases) and all(r["ok"] for r in results), \
-        [r["error"][-800:] for r in results if not r["ok"]]
+    return compile_launches(modules)
 
 
 def test_a_pointwise_op_after_a_reshape_joins_the_norm_kernel():
@@ -333,21 +339,8 @@ def test_chunked_is_offered_only_for_one_statistics_pass_and_a_full_size_output(
 @pytest.mark.slow
 def test_the_chunked_kernels_compile_for_sm90(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
-    from cuda_compile import compile_launches, load, record
-    from kernelrag.task import load_task
-
-    cases = [task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG),
-             task("torch.softmax(x, dim=-1)", dims=FEW_LONG)]
-    modules = []
-    for k, src in enumerate(cases):
-        d = lower(src, f"c{k}", ("chunked",))
-        assert d.ok, d.reason
-        path = tmp_path / f"c{k}.py"
-        cand = load(d.source, str(path))
-        launches = record(cand, execute=False)
-        t = load_task(src, f"t{k}")
-        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
-        modules.append((str(path), launches))
-    results = compile_launches(modules)
+    cases = [(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG), ("chunked",)),
+             (task("torch.softmax(x, dim=-1)", dims=FEW_LONG), ("chunked",))]
+    results = compile_cases(cases, tmp_path)
     assert len(results) == 6 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
     assert all(r["spill_bytes"] in (0, None) for r in results), results

@@ -29,12 +29,12 @@ from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _Writer, helpers
-from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, cone, plan_passes
+from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, cone, plan_passes
 
 CHUNK_FNS = ("sum", "mean", "max", "min")
 FEW_ROWS, LONG_ROW = 1024, 65536          # at most ~2 waves of 16-warp looped programs on 132 SMs
 TARGET_PROGRAMS = 2048                    # rows x chunks: ~16 resident 4-warp programs per SM
-BLOCK_R, WARPS = 1024, 4                  # 8 fp32 a thread: two 16-byte loads per operand per step
+WARPS = 4                                 # 1024 lanes a step: two 16-byte loads per operand a thread
 
 
 def chunked_unavailable(graph: Graph, region: Region) -> str | None:
@@ -92,14 +92,10 @@ class _Chunked:
                       for k in range(len(w.outs))]
         return lines
 
-    def common_args(self) -> list[tuple[str, str]]:
-        w, g = self.w, self.g
-        args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
-                for k, n in enumerate(w.loads)]
-        args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
-        args += [(", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)")
-                 for k in w.tensor_loads]
-        return args
+    def output_args(self) -> list[tuple[str, str]]:
+        w = self.w
+        return ([(f"out{k}_ptr", f"output {k}, {w.frames[n]}-level") for k, n in enumerate(w.outs)]
+                + [(", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides") for k in range(len(w.outs))])
 
     # ------------------------------------------------------------------ stats
     def stats_kernel(self) -> str:
@@ -142,7 +138,7 @@ class _Chunked:
         for nid in self.reduces:
             j = w.r.nodes.index(nid)
             body.append(f"    tl.store(part{j}_ptr + row * n_split + split, p{j})")
-        args = self.common_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
+        args = w.operand_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
                                      for n in self.reduces]
         args += [("n_red", "elements per row"), ("n_split", "chunks per row"),
                  ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("BLOCK_R: tl.constexpr", "lanes per step")]
@@ -180,10 +176,8 @@ class _Chunked:
         body += w.stores(names, "    ", {C.ROW, C.SQUEEZED})
         for k, nid in enumerate(self.row_vals):
             body.append(f"    tl.store(rows_ptr + row * N_ROW_VALS + {k}, {names[nid]})")
-        outs = [(f"out{k}_ptr", f"output {k}, {w.frames[n]}-level") for k, n in enumerate(w.outs)]
-        ostr = [(", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides") for k in range(len(w.outs))]
-        args = self.common_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction") for n in self.reduces]
-        args += outs + ostr + [("rows_ptr", "fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)"),
+        args = w.operand_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction") for n in self.reduces]
+        args += self.output_args() + [("rows_ptr", "fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)"),
                                ("n_red", "elements per row"), ("n_split", "chunks per row"), ("chunk", "elements per chunk"),
                                ("N_ROW_VALS: tl.constexpr", "row values stored per row"),
                                ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split")]
@@ -214,9 +208,7 @@ class _Chunked:
         for nid in sorted(need):
             body += w.node_line(nid, local, inner, True, {})
         body += w.stores(local, inner, {C.LANE})
-        outs = [(f"out{k}_ptr", f"output {k}, {w.frames[n]}-level") for k, n in enumerate(w.outs)]
-        ostr = [(", ".join(f"out{k}_s{d}" for d in range(w.rank)), f"output {k}'s strides") for k in range(len(w.outs))]
-        args = self.common_args() + outs + ostr + [
+        args = w.operand_args() + self.output_args() + [
             ("rows_ptr", "fp32 row values from the combine, (n_rows, N_ROW_VALS)"), ("n_red", "elements per row"),
             ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("N_ROW_VALS: tl.constexpr", "row values per row"),
             ("BLOCK_R: tl.constexpr", "lanes per step")]
@@ -231,22 +223,9 @@ class _Chunked:
         lines = C.launcher_head(name, params, f"{region.describe(g)}; rows cut into chunks: partial statistics, "
                                               "a combine per row, then the output pass over the chunks.")
         lines += C.domain_lines(tensors, w.rank)
-        lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
-                  "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
-                  f"    block_r = min({BLOCK_R}, triton.next_power_of_2(max(n_red, 1)))",
-                  f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({TARGET_PROGRAMS}, max(n_rows, 1))))",
-                  "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
-                  "    n_split = triton.cdiv(n_red, chunk)"]
-        keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
-        sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
-        outs, strides = [], []
-        for k, nid in enumerate(w.outs):
-            fr = w.frames[nid]
-            shape = "domain" if fr == C.LANE else keep_shape if fr == C.ROW else sq_shape
-            lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, "
-                         f"device={tensors[0]}.device)")
-            strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
-            outs.append(f"out{k}")
+        lines += w.chunk_sizes(TARGET_PROGRAMS)
+        allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
+        lines += allocs
         parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]
         dev = f"{tensors[0]}.device"
         lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]

@@ -88,13 +88,7 @@ class _Column:
         self.dens = [j for j, n in self.reduces if self.g[n].args.get("denom")]
 
     def common_args(self) -> list[tuple[str, str]]:
-        w, g = self.w, self.g
-        args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
-                for k, n in enumerate(w.loads)]
-        args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
-        args += [(", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)")
-                 for k in w.tensor_loads]
-        return args
+        return self.w.operand_args()
 
     def head(self, flat: bool) -> list[str]:
         """The program's column tile: outer kept indices (scalars) and the innermost lanes ([1, BLOCK_K]);

@@ -51,6 +51,40 @@ class _Writer:
         self.uses_extremes = {graph[n].args.get("fn") for n in region.nodes
                               if graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")}
 
+    def operand_args(self) -> list[tuple[str, str]]:
+        """The arguments every kernel of the region opens with: operands, domain sizes, operand strides."""
+        g = self.g
+        args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {self.load_frame[n]}-level")
+                for k, n in enumerate(self.loads)]
+        args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in self.red else ''}") for d in range(self.rank)]
+        args += [(", ".join(f"in{k}_s{d}" for d in range(self.rank)), f"operand {k}'s strides (0: broadcast)")
+                 for k in self.tensor_loads]
+        return args
+
+    def output_allocs(self, ref: str, device: str) -> tuple[list[str], list[str], list[str]]:
+        """(launcher lines allocating the outputs: full-size, kept dims as 1, or squeezed; their names;
+        their stride arguments, a squeezed output's read through its kept-dims view)."""
+        keep_shape = "(" + ", ".join("1" if d in self.red else f"domain[{d}]" for d in range(self.rank)) + ",)"
+        sq_shape = "(" + "".join(f"domain[{d}], " for d in self.kept) + ")"
+        lines, outs, strides = [], [], []
+        for k, nid in enumerate(self.outs):
+            fr = self.frames[nid]
+            shape = "domain" if fr == C.LANE else keep_shape if fr == C.ROW else sq_shape
+            lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(self.g[nid].kind, ref)}, device={device})")
+            strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
+            outs.append(f"out{k}")
+        return lines, outs, strides
+
+    def chunk_sizes(self, target_programs: int) -> list[str]:
+        """Launcher lines cutting each row into ``n_split`` chunks of ``chunk`` elements (a multiple of
+        a 1024-lane block) so that rows x chunks comes near ``target_programs``."""
+        return ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in self.kept) or "1"),
+                "    n_red = " + " * ".join(f"domain[{d}]" for d in self.red),
+                "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
+                f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({target_programs}, max(n_rows, 1))))",
+                "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
+                "    n_split = triton.cdiv(n_red, chunk)"]
+
     def frame(self, nid: int) -> str | None:
         return self.frames.get(nid) or self.load_frame.get(nid)
 
@@ -355,15 +389,8 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     if fallback:
         lines += [f"    if {fallback[0]}:   # one program per row would leave most SMs idle",
                   f"        return {fallback[1]}({', '.join(params)})"]
-    keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
-    sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
-    outs, strides = [], []
-    for k, nid in enumerate(w.outs):
-        fr = w.frames[nid]
-        shape = "domain" if fr == C.LANE else keep_shape if fr == C.ROW else sq_shape
-        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={tensors[0]}.device)")
-        strides.append(f"*out{k}.view({keep_shape}).stride()" if fr == C.SQUEEZED else f"*out{k}.stride()")
-        outs.append(f"out{k}")
+    allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
+    lines += allocs
     if variant == "looped" and looped_ok:
         lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, triton.next_power_of_2(n_red))"]
     else:

@@ -71,11 +71,7 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     """(kernel texts, launcher text) of the two-stage variant; ``w`` is a rowwise ``_Writer``."""
     g, region = w.g, w.r
     reduces = [(j, n) for j, n in enumerate(region.nodes) if g[n].op == "reduce"]
-    common_args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {w.load_frame[n]}-level")
-                   for k, n in enumerate(w.loads)]
-    common_args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in w.red else ''}") for d in range(w.rank)]
-    common_args += [(", ".join(f"in{k}_s{d}" for d in range(w.rank)), f"operand {k}'s strides (0: broadcast)")
-                    for k in w.tensor_loads]
+    common_args = w.operand_args()
     parts = [(f"part{j}_ptr", f"fp32 partials of reduction {j}, (n_rows, n_split)") for j, _ in reduces]
     head = ["    row = tl.program_id(0).to(tl.int64)"]
     if w.kept:
@@ -153,21 +149,9 @@ def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> 
     lines = C.launcher_head(name, params, f"{region.describe(g)}; two stages: chunk partials, then one "
                                           "program per row combines them.")
     lines += C.domain_lines(tensors, w.rank)
-    lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
-              "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
-              "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
-              "    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv(1024, max(n_rows, 1))))",
-              "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
-              "    n_split = triton.cdiv(n_red, chunk)"]
-    keep_shape = "(" + ", ".join("1" if d in w.red else f"domain[{d}]" for d in range(w.rank)) + ",)"
-    sq_shape = "(" + "".join(f"domain[{d}], " for d in w.kept) + ")"
-    outs, strides = [], []
-    for k, nid in enumerate(w.outs):
-        fr = w.frames[nid]
-        shape = keep_shape if fr == C.ROW else sq_shape
-        lines.append(f"    out{k} = torch.empty({shape}, dtype={C.dtype_code(g[nid].kind, ref)}, device={tensors[0]}.device)")
-        strides.append(f"*out{k}.view({keep_shape}).stride()")
-        outs.append(f"out{k}")
+    lines += w.chunk_sizes(1024)
+    allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")   # row and squeezed outputs only
+    lines += allocs
     part_names = [f"part{j}" for j, _ in reduces]
     for p in part_names:
         lines.append(f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={tensors[0]}.device)")
