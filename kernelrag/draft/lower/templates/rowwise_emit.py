@@ -423,7 +423,7 @@ def _as_run(w: _Writer, variant: str, looped_ok: bool) -> str:
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
     ops = {graph[n].op for n in region.nodes}
-    out = ["one_row_per_program", "fp32_accumulation", "tree_reduction"]
+    out = (["one_row_per_program"] if variant != "chunked" else []) + ["fp32_accumulation", "tree_reduction"]
     if "scan" in ops:
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
