@@ -339,8 +339,11 @@ def test_chunked_is_offered_only_for_one_statistics_pass_and_a_full_size_output(
 @pytest.mark.slow
 def test_the_chunked_kernels_compile_for_sm90(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
+    group_norm = task("self.gn(x)", body="self.gn = nn.GroupNorm(4, 32)", dims=FEW_LONG,
+                      inputs="torch.randn(2, 32, 128, 128)")     # two reduced dims: sizes as constants
     cases = [(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG), ("chunked",)),
-             (task("torch.softmax(x, dim=-1)", dims=FEW_LONG), ("chunked",))]
+             (task("torch.softmax(x, dim=-1)", dims=FEW_LONG), ("chunked",)), (group_norm, ("chunked",))]
+    assert "n3: tl.constexpr" in lower(group_norm, "gn", ("chunked",)).source
     results = compile_cases(cases, tmp_path)
-    assert len(results) == 6 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
+    assert len(results) == 9 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
     assert all(r["spill_bytes"] in (0, None) for r in results), results

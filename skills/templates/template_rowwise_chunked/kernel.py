@@ -44,8 +44,8 @@ def rowwise_0_stats_kernel(
     in2_ptr,                        # operand 2 (group_norm), lane-level
     n0,                             # domain size of dim 0
     n1,                             # domain size of dim 1
-    n2,                             # domain size of dim 2 (reduced)
-    n3,                             # domain size of dim 3 (reduced)
+    n2: tl.constexpr,               # domain size of dim 2 (reduced)
+    n3: tl.constexpr,               # domain size of dim 3 (reduced)
     in0_s0, in0_s1, in0_s2, in0_s3, # operand 0's strides (0: broadcast)
     in1_s0, in1_s1, in1_s2, in1_s3, # operand 1's strides (0: broadcast)
     in2_s0, in2_s1, in2_s2, in2_s3, # operand 2's strides (0: broadcast)
@@ -106,8 +106,8 @@ def rowwise_0_combine_kernel(
     in2_ptr,                            # operand 2 (group_norm), lane-level
     n0,                                 # domain size of dim 0
     n1,                                 # domain size of dim 1
-    n2,                                 # domain size of dim 2 (reduced)
-    n3,                                 # domain size of dim 3 (reduced)
+    n2: tl.constexpr,                   # domain size of dim 2 (reduced)
+    n3: tl.constexpr,                   # domain size of dim 3 (reduced)
     in0_s0, in0_s1, in0_s2, in0_s3,     # operand 0's strides (0: broadcast)
     in1_s0, in1_s1, in1_s2, in1_s3,     # operand 1's strides (0: broadcast)
     in2_s0, in2_s1, in2_s2, in2_s3,     # operand 2's strides (0: broadcast)
@@ -155,8 +155,8 @@ def rowwise_0_apply_kernel(
     in2_ptr,                            # operand 2 (group_norm), lane-level
     n0,                                 # domain size of dim 0
     n1,                                 # domain size of dim 1
-    n2,                                 # domain size of dim 2 (reduced)
-    n3,                                 # domain size of dim 3 (reduced)
+    n2: tl.constexpr,                   # domain size of dim 2 (reduced)
+    n3: tl.constexpr,                   # domain size of dim 3 (reduced)
     in0_s0, in0_s1, in0_s2, in0_s3,     # operand 0's strides (0: broadcast)
     in1_s0, in1_s1, in1_s2, in1_s3,     # operand 1's strides (0: broadcast)
     in2_s0, in2_s1, in2_s2, in2_s3,     # operand 2's strides (0: broadcast)

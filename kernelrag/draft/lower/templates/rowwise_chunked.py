@@ -138,7 +138,7 @@ class _Chunked:
         for nid in self.reduces:
             j = w.r.nodes.index(nid)
             body.append(f"    tl.store(part{j}_ptr + row * n_split + split, p{j})")
-        args = w.operand_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
                                      for n in self.reduces]
         args += [("n_red", "elements per row"), ("n_split", "chunks per row"),
                  ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("BLOCK_R: tl.constexpr", "lanes per step")]
@@ -176,7 +176,7 @@ class _Chunked:
         body += w.stores(names, "    ", {C.ROW, C.SQUEEZED})
         for k, nid in enumerate(self.row_vals):
             body.append(f"    tl.store(rows_ptr + row * N_ROW_VALS + {k}, {names[nid]})")
-        args = w.operand_args() + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction") for n in self.reduces]
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction") for n in self.reduces]
         args += self.output_args() + [("rows_ptr", "fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)"),
                                ("n_red", "elements per row"), ("n_split", "chunks per row"), ("chunk", "elements per chunk"),
                                ("N_ROW_VALS: tl.constexpr", "row values stored per row"),
@@ -208,7 +208,7 @@ class _Chunked:
         for nid in sorted(need):
             body += w.node_line(nid, local, inner, True, {})
         body += w.stores(local, inner, {C.LANE})
-        args = w.operand_args() + self.output_args() + [
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.output_args() + [
             ("rows_ptr", "fp32 row values from the combine, (n_rows, N_ROW_VALS)"), ("n_red", "elements per row"),
             ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("N_ROW_VALS: tl.constexpr", "row values per row"),
             ("BLOCK_R: tl.constexpr", "lanes per step")]

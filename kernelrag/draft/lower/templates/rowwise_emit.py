@@ -51,12 +51,17 @@ class _Writer:
         self.uses_extremes = {graph[n].args.get("fn") for n in region.nodes
                               if graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")}
 
-    def operand_args(self) -> list[tuple[str, str]]:
-        """The arguments every kernel of the region opens with: operands, domain sizes, operand strides."""
+    def operand_args(self, constant_reduced: bool = False) -> list[tuple[str, str]]:
+        """The arguments every kernel of the region opens with: operands, domain sizes, operand strides.
+        ``constant_reduced``: the reduced dims' sizes are compile-time constants, so a lane's index
+        split (``r % n``, ``r // n``) compiles to multiplies and shifts instead of integer divisions
+        (tens of instructions each, a lane's whole budget on a memory-bound kernel); a kernel is
+        then compiled per row shape."""
         g = self.g
         args = [C.operand_arg(g, k, n, f"operand {k} ({g[n].origin or g[n].op}), {self.load_frame[n]}-level")
                 for k, n in enumerate(self.loads)]
-        args += [(f"n{d}", f"domain size of dim {d}{' (reduced)' if d in self.red else ''}") for d in range(self.rank)]
+        args += [(f"n{d}: tl.constexpr" if constant_reduced and d in self.red else f"n{d}",
+                  f"domain size of dim {d}{' (reduced)' if d in self.red else ''}") for d in range(self.rank)]
         args += [(", ".join(f"in{k}_s{d}" for d in range(self.rank)), f"operand {k}'s strides (0: broadcast)")
                  for k in self.tensor_loads]
         return args
