@@ -30,6 +30,7 @@ from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, cone, plan_passes
+from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines
 
 CHUNK_FNS = ("sum", "mean", "max", "min")
 FEW_ROWS, LONG_ROW = 1024, 65536          # at most ~2 waves of 16-warp looped programs on 132 SMs
@@ -223,7 +224,7 @@ class _Chunked:
         lines = C.launcher_head(name, params, f"{region.describe(g)}; rows cut into chunks: partial statistics, "
                                               "a combine per row, then the output pass over the chunks.")
         lines += C.domain_lines(tensors, w.rank)
-        lines += w.chunk_sizes(TARGET_PROGRAMS)
+        lines += chunk_lines(w.kept, w.red, TARGET_PROGRAMS)
         allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
         lines += allocs
         parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]

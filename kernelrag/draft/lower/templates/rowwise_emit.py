@@ -80,16 +80,6 @@ class _Writer:
             outs.append(f"out{k}")
         return lines, outs, strides
 
-    def chunk_sizes(self, target_programs: int) -> list[str]:
-        """Launcher lines cutting each row into ``n_split`` chunks of ``chunk`` elements (a multiple of
-        a 1024-lane block) so that rows x chunks comes near ``target_programs``."""
-        return ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in self.kept) or "1"),
-                "    n_red = " + " * ".join(f"domain[{d}]" for d in self.red),
-                "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
-                f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({target_programs}, max(n_rows, 1))))",
-                "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
-                "    n_split = triton.cdiv(n_red, chunk)"]
-
     def frame(self, nid: int) -> str | None:
         return self.frames.get(nid) or self.load_frame.get(nid)
 

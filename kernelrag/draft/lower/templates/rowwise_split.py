@@ -17,6 +17,7 @@ from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _doc, _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import cone
+from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines
 
 SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
 _COMBINE = {"sum": "tl.sum", "mean": "tl.sum"}      # max and min: the NaN-keeping combines
@@ -149,7 +150,7 @@ def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> 
     lines = C.launcher_head(name, params, f"{region.describe(g)}; two stages: chunk partials, then one "
                                           "program per row combines them.")
     lines += C.domain_lines(tensors, w.rank)
-    lines += w.chunk_sizes(1024)
+    lines += chunk_lines(w.kept, w.red, 1024)
     allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")   # row and squeezed outputs only
     lines += allocs
     part_names = [f"part{j}" for j, _ in reduces]
