@@ -22,7 +22,8 @@ shapes it sees:
   descriptors (the copy engine computes the addresses and zero-fills the edges, so
   the warps only issue MMAs), then the same epilogue and store. On an H200 at the
   bf16 suite's shapes it ran at 648-684 TFLOP/s, 0.94-1.02x cuBLAS, where the
-  pointer-load kernel above ran at 518-618 (bench/results/bf16-gemm-h200-2026-12-04.json).
+  pointer-load kernel above, at its table's tile, ran at 520-618
+  (bench/results/bf16-gemm-h200-2026-12-04.json).
 * ``<name>_splitk_kernel``: adds the SPLIT_K partial tiles in a fixed order (the
   result is the same on every run, unlike atomics) and then runs the epilogue.
   Splitting K gives small-M*N, large-K products enough programs to fill the GPU and

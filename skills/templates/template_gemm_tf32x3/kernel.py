@@ -11,7 +11,7 @@ about 0.03 ms against 1.5 ms of GEMM). The launcher may split K when M x N tiles
 few to fill the SMs. The same module takes 16-bit operands to the tensor cores as they are;
 on a GPU such a product runs ``_tma_kernel``: persistent (one program per SM walking the
 tiles in grouped order), its A and B boxes fetched by the TMA engine, which on the H200 ran
-at 0.94-1.02x cuBLAS where pointer loads ran at 0.76-0.92x.
+at 0.94-1.02x cuBLAS where the pointer-load tile ran at 0.77-0.92x.
 
 Bytes and FLOPs: M, K, N = 128, 512, 256. The GEMM is 2 * M * K * N = 33.6 MFLOP, three
 tensor-core passes make 100.7 M tensor FLOPs, and the epilogue adds about 10 FLOPs per
