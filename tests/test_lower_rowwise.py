@@ -325,6 +325,16 @@ def test_chunked_softmax_rescales_each_chunks_sum_and_survives_all_masked_chunks
     assert_close(ref, out)
 
 
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_chunked_rows_of_16bit_inputs_accumulate_in_fp32_and_store_their_dtype(dtype):
+    src = task("torch.softmax(x, dim=-1)", dims=FEW_LONG, inputs=f"torch.randn(batch_size, dim).to(torch.{dtype})")
+    d = lower(src, "soft16", ("chunked",))
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert out.dtype == ref.dtype == getattr(torch, dtype)
+    assert_close(ref.float(), out.float(), rtol=1e-2, atol=1e-6)
+
+
 def test_chunked_is_offered_only_for_one_statistics_pass_and_a_full_size_output():
     from kernelrag.draft.lower.lowering import variant_choices
 

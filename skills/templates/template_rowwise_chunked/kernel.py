@@ -56,7 +56,7 @@ def rowwise_0_stats_kernel(
     chunk,                          # elements per chunk, a multiple of BLOCK_R
     BLOCK_R: tl.constexpr,          # lanes per step
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
     rest = row
     i1 = rest % n1
     rest = rest // n1
@@ -122,7 +122,7 @@ def rowwise_0_combine_kernel(
     N_ROW_VALS: tl.constexpr,           # row values stored per row
     BLOCK_S: tl.constexpr,              # lanes over the chunks, >= n_split
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
     rest = row
     i1 = rest % n1
     rest = rest // n1
@@ -168,7 +168,7 @@ def rowwise_0_apply_kernel(
     N_ROW_VALS: tl.constexpr,           # row values per row
     BLOCK_R: tl.constexpr,              # lanes per step
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
     rest = row
     i1 = rest % n1
     rest = rest // n1

@@ -45,7 +45,7 @@ def rowwise_0_partial_kernel(
     chunk,                 # elements per chunk, a multiple of BLOCK_R
     BLOCK_R: tl.constexpr, # lanes per step
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
     in0_row = 0
     in1_row = 0
     split = tl.program_id(1)
@@ -84,7 +84,7 @@ def rowwise_0_kernel(
     n_split,               # partials per row
     BLOCK_S: tl.constexpr, # lanes over the partials, >= n_split
 ):
-    row = tl.program_id(0).to(tl.int64)
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
     in0_row = 0
     in1_row = 0
     out0_row = 0

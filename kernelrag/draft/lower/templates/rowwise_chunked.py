@@ -28,9 +28,9 @@ from __future__ import annotations
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
-from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _Writer, helpers
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, cone, plan_passes
-from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines
+from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines, row_counts
 
 CHUNK_FNS = ("sum", "mean", "max", "min")
 FEW_ROWS, LONG_ROW = 1024, 65536          # at most ~2 waves of 16-warp looped programs on 132 SMs
@@ -60,12 +60,7 @@ def chunked_unavailable(graph: Graph, region: Region) -> str | None:
 
 def is_chunked_worthwhile(region: Region) -> bool:
     """Few rows, each long: one program per row would run in about two waves or fewer."""
-    rows, n_red = 1, 1
-    for d, n in enumerate(region.domain):
-        if d in region.reduced:
-            n_red *= n
-        else:
-            rows *= n
+    rows, n_red = row_counts(region)
     return rows <= FEW_ROWS and n_red >= LONG_ROW
 
 
@@ -80,19 +75,6 @@ class _Chunked:
         # row values the apply pass reads: every row-level node computed from the reductions
         self.row_vals = [n for n in w.r.nodes if w.frames[n] == C.ROW and self.g[n].op != "squeeze_row"]
 
-    def head(self, outs: bool) -> list[str]:
-        w = self.w
-        lines = ["    row = tl.program_id(0).to(tl.int64)"]
-        if w.kept:
-            lines.append("    rest = row")
-            for d in reversed(w.kept):
-                lines += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-        lines += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0") for k in w.tensor_loads]
-        if outs:
-            lines += [f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0")
-                      for k in range(len(w.outs))]
-        return lines
-
     def output_args(self) -> list[tuple[str, str]]:
         w = self.w
         return ([(f"out{k}_ptr", f"output {k}, {w.frames[n]}-level") for k, n in enumerate(w.outs)]
@@ -102,7 +84,7 @@ class _Chunked:
     def stats_kernel(self) -> str:
         w, g = self.w, self.g
         names = w.names()
-        body = self.head(outs=False) + ["    split = tl.program_id(1)", "    lo = split * chunk",
+        body = w.row_head(outs=False) + ["    split = tl.program_id(1)", "    lo = split * chunk",
                                         "    lanes = tl.arange(0, BLOCK_R)"]
         body += w.row_loads(names, "    ")
         done = set(names)
@@ -149,7 +131,7 @@ class _Chunked:
     def combine_kernel(self) -> str:
         w, g = self.w, self.g
         names = w.names()
-        body = self.head(outs=True) + ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split",
+        body = w.row_head(outs=True) + ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split",
                                        "    n_c = tl.minimum(chunk, n_red - s * chunk).to(tl.float32)"]
         body += w.row_loads(names, "    ")
         done = set(names)
@@ -188,7 +170,7 @@ class _Chunked:
     def apply_kernel(self) -> str:
         w, g = self.w, self.g
         names = w.names()
-        body = self.head(outs=True) + ["    split = tl.program_id(1)", "    lo = split * chunk",
+        body = w.row_head(outs=True) + ["    split = tl.program_id(1)", "    lo = split * chunk",
                                        "    lanes = tl.arange(0, BLOCK_R)"]
         body += w.row_loads(names, "    ")
         for k, nid in enumerate(self.row_vals):
@@ -247,8 +229,6 @@ class _Chunked:
 
 
 def emit_chunked(template, graph: Graph, region: Region, name: str) -> Emitted:
-    from kernelrag.draft.lower.templates.rowwise_emit import _transformations
-
     w = _Writer(template, graph, region, "chunked")
     c = _Chunked(w, name)
     kernels = helpers(w) + [c.stats_kernel(), c.combine_kernel(), c.apply_kernel()]

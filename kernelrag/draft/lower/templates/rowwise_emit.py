@@ -51,6 +51,17 @@ class _Writer:
         self.uses_extremes = {graph[n].args.get("fn") for n in region.nodes
                               if graph[n].op == "reduce" and graph[n].args.get("fn") in ("max", "min")}
 
+    def row_head(self, outs: bool) -> list[str]:
+        """A program's row: its kept indices, and each operand's (and output's) offset to the row."""
+        lines = ["    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31"]
+        if self.kept:
+            lines.append("    rest = row")
+            for d in reversed(self.kept):
+                lines += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
+        lines += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in self.kept) or "0") for k in self.tensor_loads]
+        return lines + [f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in self.kept) or "0")
+                        for k in range(len(self.outs)) if outs]
+
     def operand_args(self, constant_reduced: bool = False) -> list[tuple[str, str]]:
         """The arguments every kernel of the region opens with: operands, domain sizes, operand strides.
         ``constant_reduced``: the reduced dims' sizes are compile-time constants, so a lane's index
@@ -346,16 +357,7 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     args += [("BLOCK_R: tl.constexpr", "lanes per chunk; >= n_red when ROW_IN_REGISTERS"),
              ("ROW_IN_REGISTERS: tl.constexpr", "True: the whole row is one block, read once")]
     kname = f"{name}_kernel"
-    body = ["    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31"]
-    if w.kept:
-        body.append("    rest = row")
-        for d in reversed(w.kept):
-            body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-    for k in w.tensor_loads:
-        body.append(f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0"))
-    for k, nid in enumerate(w.outs):
-        body.append(f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0"))
-    body.append("    lanes = tl.arange(0, BLOCK_R)")
+    body = w.row_head(outs=True) + ["    lanes = tl.arange(0, BLOCK_R)"]
     if looped_ok:
         body.append("    if ROW_IN_REGISTERS:")
         body += w.registers_path("        ")

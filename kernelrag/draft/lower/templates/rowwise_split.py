@@ -17,7 +17,7 @@ from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _doc, _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import cone
-from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines
+from kernelrag.draft.lower.templates.rowwise_sizes import chunk_lines, row_counts
 
 SPLIT_FNS = ("sum", "mean", "max", "min", "prod")
 _COMBINE = {"sum": "tl.sum", "mean": "tl.sum"}      # max and min: the NaN-keeping combines
@@ -74,15 +74,9 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
     reduces = [(j, n) for j, n in enumerate(region.nodes) if g[n].op == "reduce"]
     common_args = w.operand_args()
     parts = [(f"part{j}_ptr", f"fp32 partials of reduction {j}, (n_rows, n_split)") for j, _ in reduces]
-    head = ["    row = tl.program_id(0).to(tl.int64)"]
-    if w.kept:
-        head.append("    rest = row")
-        for d in reversed(w.kept):
-            head += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
-    head += [f"    in{k}_row = " + (" + ".join(f"i{d} * in{k}_s{d}" for d in w.kept) or "0") for k in w.tensor_loads]
     # stage 1
     names = w.names()
-    body = list(head) + ["    split = tl.program_id(1)", "    lanes = tl.arange(0, BLOCK_R)"]
+    body = w.row_head(outs=False) + ["    split = tl.program_id(1)", "    lanes = tl.arange(0, BLOCK_R)"]
     body += w.row_loads(names, "    ")
     row_nodes = [n for n in region.nodes if w.frames[n] != C.LANE and g[n].op != "reduce"]
     done = set(names)
@@ -122,8 +116,7 @@ def emit_split(w, name: str) -> tuple[list[str], str]:
                                                  ("n_split", "partials per row")]
     args2 += [(f"den{j}", "divisor of a batch-mean (the batch size)") for j in dens]
     args2 += [("BLOCK_S: tl.constexpr", "lanes over the partials, >= n_split")]
-    body = list(head) + [f"    out{k}_row = " + (" + ".join(f"i{d} * out{k}_s{d}" for d in w.kept) or "0")
-                         for k in range(len(w.outs))]
+    body = w.row_head(outs=True)
     body += ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split"]
     body += w.row_loads(names, "    ")
     done = set(names)
@@ -184,11 +177,4 @@ def few_long_rows_code() -> str:
 
 def is_split_worthwhile(graph: Graph, region: Region) -> bool:
     """Few long rows at the traced size."""
-    rows = 1
-    for d in range(len(region.domain)):
-        if d not in region.reduced:
-            rows *= region.domain[d]
-    n_red = 1
-    for d in region.reduced:
-        n_red *= region.domain[d]
-    return few_long_rows(rows, n_red)
+    return few_long_rows(*row_counts(region))
