@@ -10,7 +10,9 @@
 # (bench/bf16_gemm.py: bf16 GEMM designs side by side), verifygpu
 # (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
 # (bench/conv_variants.py: the conv template's layouts side by side), profile
-# (bench/profile_tasks.py: the memory-bound losers' drafts under ncu).
+# (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
+# (bench/inductor_kernels.py: torch.compile's kernels' text), smoke (bench/gpu_smoke.sh: the
+# sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
 work=/tmp/kr-gpu; mkdir -p "$work"
@@ -57,6 +59,10 @@ for step in "$@"; do
     profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)
                 timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-h200-$day-$(date +%H%M).json" \
                   --budget-s $((secs - 60)) ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;
+    inductor)   # INDUCTOR_TASKS="a b c": torch.compile's generated kernels and times for those tasks
+                timeout "$secs" python3 bench/inductor_kernels.py --out "$work/inductor-h200-$day" \
+                  --budget-s $((secs - 40)) ${INDUCTOR_TASKS:-scaled_softmax group_norm rotary_embedding_qk} 2>&1 | tail -30 ;;
+    smoke)      bash bench/gpu_smoke.sh "$work/smoke-h200-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done

@@ -5,11 +5,13 @@ at the task's original sizes, then runs the candidate once more on the first tri
 inputs and checks the output still matches what it returned before timing (a kernel
 whose results change once it has been called many times, e.g. a replay cache, fails).
 
-The candidate's first call at the timed size is made here, outside the timer: if it
-fails, that is the candidate's failure (``timing_error``). When the correctness
+The candidate's first call at the timed size (``first_call``) is made before the
+parent's "go", while the GPU is shared, outside the timer: if it fails, that is the
+candidate's failure (``timing_error``), and no timing follows. When the correctness
 trials ran at smaller sizes (memory budget), that call's output is also compared with
-the task's eager output (``full-size`` check). Failures of the measurement itself are
-warnings. Results go into the worker's result dict; nothing here raises.
+the task's eager output (``full-size`` check). ``measure`` then times, with the GPU alone.
+Failures of the measurement itself are warnings. Results go into the worker's result
+dict; nothing here raises.
 """
 from __future__ import annotations
 
@@ -23,16 +25,27 @@ from kernelrag.verify.faults import classify, error_text
 from kernelrag.verify.tolerances import Tolerance, compare_outputs
 
 
-def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
+class Prepared:
+    """What the first call at the timed size leaves for the measurement: the models, the
+    input maker, the output dtype and the tightest relative-norm tolerance."""
+
+    def __init__(self, reference_model: Any, model: Any, make_inputs: Any, dtype: str,
+                 rel_norm_tol: float | None):
+        self.reference_model, self.model, self.make_inputs = reference_model, model, make_inputs
+        self.dtype, self.rel_norm_tol = dtype, rel_norm_tol
+
+
+def first_call(run: Any, model_cls: Any, plan: dict[str, Any]) -> Prepared | None:
+    """The candidate's first call at the timed size, with the full-size check; run before
+    the parent's "go", while the GPU is shared (its compiles hold nothing: ``yielding``).
+    None when it failed (``timing_error``: the candidate's failure) or the timing modules
+    are missing (a warning)."""
     res, torch, device = run.result, run.torch, run.device
     try:
-        from kernelrag.verify.ceilings import get_ceilings
-        from kernelrag.verify.launch import launch_proof
-        from kernelrag.verify.roofline import roofline
-        from kernelrag.verify.timing import time_against_baselines
+        from kernelrag.verify import ceilings, launch, roofline, timing  # noqa: F401
     except ImportError as exc:
         res["warnings"].append(f"GPU timing modules unavailable ({exc}); no time measured")
-        return
+        return None
     torch.set_grad_enabled(False)
     spent = res.setdefault("durations", {})     # seconds per phase, for the verdict
     t0 = time.monotonic()
@@ -56,7 +69,7 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
     except Exception as exc:   # noqa: BLE001 - reported as the candidate failing at full size
 
         res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, run.job["candidate_path"])}
-        return
+        return None
     if timing_variant["source"] != variants["primary"]["source"]:
         _full_size_check(run, plan, outs, problem, reference_model(*inputs))
     # the task's dtype and tolerance pick the compute ceiling (an fp32 task: the fastest
@@ -66,6 +79,23 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
     del inputs, outs
     run.guard.stop_counting_launches()
     spent["first_call"] = time.monotonic() - t0
+    return Prepared(reference_model, model, make_inputs, dtype, rel_norm_tol)
+
+
+def measure(run: Any, prepared: Prepared, plan: dict[str, Any], *, after_timing: Any = None) -> None:
+    """Time the prepared candidate against eager (and torch.compile, when the plan says
+    "interleaved"), prove its launches, place it on the roofline, then re-check the first
+    trial's output. ``after_timing()``: called once the GPU is no longer needed alone (the
+    worker gives the parent back its exclusive hold there)."""
+    from kernelrag.verify.ceilings import get_ceilings
+    from kernelrag.verify.launch import launch_proof
+    from kernelrag.verify.roofline import roofline
+    from kernelrag.verify.timing import time_against_baselines
+
+    res, torch = run.result, run.torch
+    spent = res.setdefault("durations", {})
+    reference_model, model, make_inputs = prepared.reference_model, prepared.model, prepared.make_inputs
+    dtype, rel_norm_tol = prepared.dtype, prepared.rel_norm_tol
     try:
         compiled = None
         if plan.get("compile", "interleaved") == "interleaved":
@@ -97,6 +127,8 @@ def measure(run: Any, model_cls: Any, plan: dict[str, Any]) -> None:
         return
     res.update(timing=timing, launch=proof, ceilings=ceilings, roofline=roof)
     res["findings"] += [f.__dict__ for f in run.guard.check("timing", threads=False)]
+    if after_timing is not None:
+        after_timing()
     t0 = time.monotonic()
     _recheck(run, plan)
     spent["recheck"] = time.monotonic() - t0

@@ -289,6 +289,7 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
         ph.reused.append("reference")
     ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))
     ph.add("gpu_wait", parent.get("gpu_wait"))
+    ph.add("gpu_wait", _numbers(result.get("gate")).get("waited_s"))    # its share again after compiles
     base = s.baseline or {}
     if base:                            # one figure per task and session, shared by its candidates
         ph.add("baseline", base.get("waited_s") or 0.0)

@@ -43,6 +43,11 @@ candidate only), a ``gate`` that lets only one process time on the GPU at a time
 the task's torch.compile ``baseline``, measured once per task in a reference process of
 its own (``baselines``).
 
+The gate is held as the work needs it: shared from the reference's job to the candidate's
+first call at the timed size (untimed GPU work, beside other candidates'), nothing while
+the candidate's Triton kernels compile (``yielding``: the candidate asks), alone from the
+"go" through the timing, shared again for the re-check after it.
+
 Before the first timing, the parent makes sure the GPU's ceilings are cached
 (``ceilings.ensure_cached``, measured once by the verifier's own code, never in a
 process that ran task or candidate code) and hands them to the candidate with the "go",
@@ -64,6 +69,7 @@ from typing import Any
 from kernelrag.verify import isolation
 from kernelrag.verify.capture import OutputCapture
 from kernelrag.verify.gate import Held
+from kernelrag.verify.yielding import Desk
 from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, reference_key, reference_server,
                                         spawn_candidate)
@@ -170,12 +176,13 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
                "budget_second": job.budget_second, "tolerance": job.tolerance,
                "count": job.device == "cuda" and job.measure_time}
     held = Held(gate)
+    desk = Desk(scratch, held)
     wait_for_go = job.device == "cuda" and job.measure_time
     files = {name: scratch / f"{name}.json" for name in ("plan", "go", "phase1", "result")}
     cand_job = {"device": job.device, "interpret": job.device == "cpu", "candidate_path": str(cand_path),
                 "module_name": module_name, "out_dir": str(scratch / "out"),
                 **{f"{name}_path": str(path) for name, path in files.items()},
-                "wait_for_go": wait_for_go, "cache_dir": job.cache_dir,
+                "wait_for_go": wait_for_go, "cache_dir": job.cache_dir, "yield_gate": gate is not None,
                 "limits": isolation.candidate_limits(job.device)}
     _write(scratch / "job.json", cand_job)
     ref = given_ref or reference_server(job.device)
@@ -204,7 +211,8 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         _write(files["plan"], _plan(job, s.ready))       # nothing secret: seeds, sizes, shapes
         deadline = time.monotonic() + job.timeout_s
         while not files["phase1"].exists() and cand.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+            desk.serve()                   # its compiles hold nothing of the GPU
+            time.sleep(0.005 if desk.served else 0.02)
         if not files["phase1"].exists():
             if cand.poll() is None:
                 s.timed_out = "correctness trials"
@@ -232,7 +240,8 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
             _write(files["go"], {"go": "time" if go else "stop", "ceilings": ceilings})
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
-            time.sleep(0.02)
+            desk.serve()                   # after its timing: the GPU shared for the re-check
+            time.sleep(0.005 if desk.served else 0.02)
         s.clock["result"] = time.monotonic()
         if files["result"].exists():
             s.result = json.loads(files["result"].read_text())
@@ -276,8 +285,10 @@ def _plan(job: Job, ready: dict[str, Any]) -> dict[str, Any]:
 
 def _all_passed(s: Session) -> bool:
     p = s.phase1 or {}
-    if "error" in p or any(f.get("blocking") for f in p.get("findings", [])):
+    if "error" in p or "timing_error" in p or any(f.get("blocking") for f in p.get("findings", [])):
         return False
+    if any(not c.get("passed") for c in p.get("checks", []) if not str(c.get("name", "")).startswith("null")):
+        return False                       # e.g. the full-size check of the first call at the timed size
     if not s.compare or not s.compare.get("trials"):
         return False
     trials = p.get("trials", {})

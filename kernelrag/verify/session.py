@@ -334,8 +334,10 @@ def verify_many(task_path: str | Path, candidate_paths: Iterable[str | Path], **
 
 def gpu_workers() -> int:
     """Candidates in flight on one GPU: enough to keep it busy while others import, compile
-    and check, at most one per 4 host cores (each uses a few), at least 2."""
-    return max(2, min(4, (os.cpu_count() or 8) // 4))
+    and check, at most one per 3 host cores (each uses a few), at least 2, at most 6 (5 on
+    the H200's 16-core host). With compiles holding no share of the GPU (``yielding``), the
+    GPU is free more often than 4 candidates can fill it."""
+    return max(2, min(6, (os.cpu_count() or 8) // 3))
 
 
 __all__ = ["VerifySession", "GpuGate", "verify_many", "gpu_workers"]

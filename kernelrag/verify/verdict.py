@@ -66,11 +66,13 @@ class Phases:
     sizes, references and null controls in the reference process; ``plan_wait``: the
     candidate waiting for the reference's plan beyond that build; ``correctness``: the candidate's trials;
     ``comparison``: the reference process comparing their outputs; ``gpu_wait``: waiting
-    for the GPU while another process was timed; ``baseline``: waiting for the task's
+    for the GPU while another process was timed (before its own timing, and for its share
+    back after each compile, which holds none: ``yielding``); ``baseline``: waiting for the task's
     torch.compile baseline, compiled and timed in a reference process of its own (once per
     task and session, mostly while the task's first candidate runs its trials);
     ``ceilings``: reading the GPU's cached ceilings (measured once per machine and driver);
-    ``first_call``: the first call at the timed size with its full-size check;
+    ``first_call``: the first call at the timed size with its full-size check (before the
+    "go", the GPU shared);
     ``compile``: torch.compile of the reference in the candidate process (when interleaved);
     ``warmup`` and ``timing``: the timed loop; ``launch_proof``: the profiled call;
     ``recheck``: the output re-check after timing; ``teardown``: ending the candidate process

@@ -168,6 +168,13 @@ class CandidateRun:
             if tid == "t0":
                 self.kept = {"outs": [o.detach().clone() for o in outs], "trial": trial, "mod": mod}
 
+    def trials_clean(self) -> bool:
+        """Every trial ran and returned well-formed outputs over unchanged inputs (the
+        values are compared by the reference process, later)."""
+        trials = self.result["trials"].values()
+        return bool(trials) and all(not t["problems"] and not t["inputs_changed"] for t in trials) \
+            and not any(f.get("blocking") for f in self.result["findings"])
+
     def _into_buffers(self, buffers: dict[str, list], slot: str, inputs: list) -> list:
         """Copy ``inputs`` into the slot's persistent tensors (same storage every trial)."""
         torch = self.torch
@@ -241,6 +248,14 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     set_limits(job.get("limits") or {})      # CPU seconds, file size, no core dumps, host memory
     phase1, final = Path(job["phase1_path"]), Path(job["result_path"])
     t_job = time.monotonic()
+    link, yields = None, False
+    if job.get("yield_gate"):          # a session's GPU gate: compiles hold none of it (``yielding``)
+        import torch
+
+        from kernelrag.verify.yielding import Link
+
+        link = Link(Path(job["plan_path"]).parent, synchronize=torch.cuda.synchronize)
+        yields = link.around_compiles()
     run = CandidateRun(job)
     res = run.result
     clock = res["clock"] = {**(stamps or {}), "job": t_job, "ready": time.monotonic()}
@@ -256,6 +271,8 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     model_cls = run.model_cls = getattr(module, "ModelNew", None)
     plan = wait_json(Path(job["plan_path"]))
     clock["plan"] = time.monotonic()
+    if link is not None:
+        link.enabled = yields          # the parent serves requests from the plan on
     if plan.get("cmd") == "stop" or model_cls is None:
         if model_cls is None:
             res.update(error="the candidate defines no ModelNew class", error_kind="compile_error")
@@ -270,18 +287,29 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind if not res["phase"].startswith("init")
                    else "compile_error")
     clock["trials"] = time.monotonic()
+    prepared = None
+    if job.get("wait_for_go") and "error" not in res and run.trials_clean():
+        from kernelrag.verify.measure import first_call
+
+        try:
+            prepared = first_call(run, model_cls, plan)
+        except BaseException as exc:   # noqa: BLE001 - building or running at the timed size failed
+            res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
+    if link is not None:
+        link.enabled = False           # from here on the parent holds the GPU as the go says
+        res["gate"] = {"compiles_yielded": link.compiles, "waited_s": round(link.waited_s, 3)}
     res["dot_precisions"] = sorted(run.guard.dot_precisions)
     _write_json(phase1, res)
     if job.get("wait_for_go"):
         go_message = wait_json(Path(job["go_path"]))
         go, run.ceilings = go_message.get("go"), go_message.get("ceilings")
         clock["go"] = time.monotonic()
-        if go == "time" and "error" not in res:
+        if go == "time" and "error" not in res and prepared is not None:
             from kernelrag.verify.measure import measure
 
             try:
-                measure(run, model_cls, plan)
-            except BaseException as exc:   # noqa: BLE001 - building or running at the timed size failed
+                measure(run, prepared, plan, after_timing=(lambda: link.ask("shared")) if link else None)
+            except BaseException as exc:   # noqa: BLE001 - running at the timed size failed
                 res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
     _write_json(final, res)
     return 0
