@@ -41,18 +41,21 @@ def elementwise_0_kernel(
     in1_ptr,                            # operand 1 (param)
     in2_ptr,                            # operand 2 (input)
     out0_ptr,                           # output 0
-    n0,                                 # domain size of dim 0
-    n1,                                 # domain size of dim 1
-    n2,                                 # domain size of dim 2
-    n3,                                 # domain size of dim 3
+    n1: tl.constexpr,                   # domain size of dim 1: a constant, so / and % are shifts and multiplies
+    n2: tl.constexpr,                   # domain size of dim 2: a constant, so / and % are shifts and multiplies
+    n3: tl.constexpr,                   # domain size of dim 3: a constant, so / and % are shifts and multiplies
     in0_s0, in0_s1, in0_s2, in0_s3,     # operand 0's strides (0: broadcast)
     in1_s0,                             # operand 1's strides (0: broadcast)
     in2_s0, in2_s1, in2_s2, in2_s3,     # operand 2's strides (0: broadcast)
     out0_s0, out0_s1, out0_s2, out0_s3, # output 0's strides
     n_elements,                         # elements in the domain
     BLOCK: tl.constexpr,                # elements per program
+    INDEX_64: tl.constexpr,             # an offset may pass 2**31: index in int64
 ):
-    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    if INDEX_64:
+        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+    else:   # int32 lanes: half the registers and instructions of int64 index math
+        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n_elements   # the last program covers the tail
     rest = offs
     i3 = rest % n3
@@ -61,8 +64,7 @@ def elementwise_0_kernel(
     rest = rest // n2
     i1 = rest % n1
     rest = rest // n1
-    i0 = rest % n0
-    rest = rest // n0
+    i0 = rest
     v0 = tl.load(in0_ptr + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2 + i3 * in0_s3, mask=mask, other=0).to(tl.float32)
     v2 = tl.load(in1_ptr + i3 * in1_s0, mask=mask, other=0).to(tl.float32)
     v3 = (v0 * v2)
@@ -85,8 +87,9 @@ def elementwise_0(a0, a1, a2):
     for s in domain:
         n_elements *= s
     strides = [0 if n == 1 else s for t in (a0, a1, a2,) for n, s in zip(t.shape, t.stride())]   # 0: broadcast
+    index_64 = max([n_elements] + [1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) for t in (a0, a1, a2, out0,)]) >= 2**31   # the farthest offset read or written
     if n_elements > 0:
-        elementwise_0_kernel[(triton.cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain, *strides, *out0.stride(), n_elements, BLOCK=1024)
+        elementwise_0_kernel[(triton.cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, *out0.stride(), n_elements, BLOCK=1024, INDEX_64=index_64)
     return out0,
 
 

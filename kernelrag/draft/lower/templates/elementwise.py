@@ -1,14 +1,19 @@
 """Elementwise template: any chain over broadcast operands, one program per BLOCK outputs.
 
-The flattened domain index is decomposed into per-dim indices once per program, and
-each operand is read through its own strides (0 along a broadcast dim), so
+The flattened domain index is decomposed into per-dim indices, and each operand is
+read through its own strides (0 along a broadcast dim), so
 parameters, buffers, row statistics, scalars and views (a slice or chunk taken in
 ``forward`` is a pointer with an offset and its strides) come in without a copy. A
 ``cat`` or ``stack`` is a per-lane choice of which operand to read at which offset
 (``lanes``), so the pieces are never materialised either. Each operand is read once
 and each output written once: ``(reads + writes) * numel * element_size`` bytes,
 memory-bound for any chain short of ~50 ops per element; every intermediate stays in
-fp32 registers. Fusion point: any elementwise node or cat whose shape broadcasts to
+fp32 registers. The domain's sizes are compile-time constants (one compile per shape):
+a lane's ``%`` and ``//`` by a runtime int64 size cost tens of instructions each, which
+made a rank-4 chain such as rotary embedding bound by integer math (0.71x torch.compile,
+H200, 2026-12-04), where constant sizes compile to shifts and multiplies and leave the
+lanes' offsets analysable, so contiguous operands load as 16-byte vectors. Lanes index in
+int32 unless an offset may pass 2**31. Fusion point: any elementwise node or cat whose shape broadcasts to
 the domain joins; a reduction or scan on the domain adopts a region without cats as
 its prologue (``rowwise``).
 """
@@ -65,7 +70,8 @@ class ElementwiseTemplate:
         ranks = [len(graph[n].shape) for n in loads]
         args = [C.operand_arg(graph, k, n, f"operand {k} ({graph[n].origin or graph[n].op})") for k, n in enumerate(loads)]
         args += [(f"out{k}_ptr", f"output {k}") for k in range(len(outs))]
-        args += [(f"n{d}", f"domain size of dim {d}") for d in range(rank)]
+        args += [(f"n{d}: tl.constexpr", f"domain size of dim {d}: a constant, so / and % are shifts and multiplies")
+                 for d in range(1, rank)]
         args += [(", ".join(f"cat{j}_o{p}" for p in range(1, len(graph[c].inputs))),
                   f"where each piece of cat {c} after the first starts along its dim") for j, c in enumerate(cats)
                  if not graph[c].args["stack"]]
@@ -73,11 +79,17 @@ class ElementwiseTemplate:
                  for k in range(len(loads)) if ranks[k] and not scalar[k]]
         args += [(", ".join(f"out{k}_s{d}" for d in range(rank)), f"output {k}'s strides") for k in range(len(outs))
                  if rank]
-        args += [("n_elements", "elements in the domain"), ("BLOCK: tl.constexpr", "elements per program")]
-        body = ["    offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+        args += [("n_elements", "elements in the domain"), ("BLOCK: tl.constexpr", "elements per program"),
+                 ("INDEX_64: tl.constexpr", "an offset may pass 2**31: index in int64")]
+        body = ["    if INDEX_64:",
+                "        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
+                "    else:   # int32 lanes: half the registers and instructions of int64 index math",
+                "        offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
                 "    mask = offs < n_elements   # the last program covers the tail", "    rest = offs"]
-        for d in reversed(range(rank)):
+        for d in reversed(range(1, rank)):
             body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
+        if rank:
+            body.append("    i0 = rest")
         lanes = Lanes(graph, loads, cats, rank)
         for k, nid in enumerate(outs):
             value = lanes.value(nid)
@@ -111,11 +123,13 @@ class ElementwiseTemplate:
         lines += ["    n_elements = 1", "    for s in domain:", "        n_elements *= s"]
         lines.append(f"    strides = [0 if n == 1 else s for t in ({', '.join(tensors)},) "
                      "for n, s in zip(t.shape, t.stride())]   # 0: broadcast")
-        call = ", ".join(C.call_values(graph, loads, params) + out_names + ["*domain"]
+        lines.append(f"    index_64 = max([n_elements] + [1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) "
+                     f"for t in ({', '.join(tensors + out_names)},)]) >= 2**31   # the farthest offset read or written")
+        call = ", ".join(C.call_values(graph, loads, params) + out_names + (["*domain[1:]"] if rank > 1 else [])
                          + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides"]
                          + [f"*{o}.stride()" for o in out_names] + ["n_elements"])
         lines += ["    if n_elements > 0:",
-                  f"        {kname}[(triton.cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK})",
+                  f"        {kname}[(triton.cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK}, INDEX_64=index_64)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
         pieces = {i for c in cats for i in graph[c].inputs}
         joined = (f" {len(cats)} cat(s) choose per lane which operand to read at which offset: a piece's "
