@@ -44,11 +44,13 @@ for step in "$@"; do
                   --budget-s $((secs - 60)) 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
     suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file;
-                # SUITE_ONLY=a,b,c runs those tasks only
+                # SUITE_ONLY=a,b,c runs those tasks only; SUITE_ORDER=<earlier results file> starts the
+                # tasks that took longest there first
                 from=${SUITE_RESULTS:-bench/results/h200-$day.json}; name=$(basename "$from")
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
-                  ${SUITE_ONLY:+--only "$SUITE_ONLY"} --results "$work/suite/$name" \
+                  ${SUITE_ONLY:+--only "$SUITE_ONLY"} ${SUITE_ORDER:+--longest-first "$SUITE_ORDER"} \
+                  --results "$work/suite/$name" \
                   --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
     isolation)  timeout "$secs" python3 bench/isolation_overhead.py --device cuda --trials 3 --budget-s $((secs - 10)) \
                   --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;

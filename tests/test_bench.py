@@ -69,9 +69,15 @@ def test_runner_solves_lists_and_resumes_on_cpu(tmp_path):
     assert relu["recommendation"].startswith("verified for correctness only")
     assert weird["correct"] is False and weird["reason"]          # listed with the reason, not dropped
     assert any(u.startswith("weird:") for u in results["summary"]["unhandled"])
+    assert [r["tasks"] for r in results["runs"]] == [2] and results["runs"][0]["wall_s"] > 0
+    assert "gpu_gate" not in results["runs"][0]                   # no GPU, no gate
     # a second run resumes: nothing left to do, the entries are kept as they were
     assert main([str(tasks), "--device", "cpu", "--results", str(out)]) == 0
-    assert json.loads(out.read_text())["tasks"]["relu"]["wall_s"] == relu["wall_s"]
+    again = json.loads(out.read_text())
+    assert again["tasks"]["relu"]["wall_s"] == relu["wall_s"]
+    assert [r["tasks"] for r in again["runs"]] == [2, 0]          # each invocation logged: the wall is their sum
+    from kernelrag.bench.report import markdown
+    assert f"over 2 invocation(s), 2 tasks" in markdown(again)
 
 
 def test_runner_runs_tasks_side_by_side_and_records_each(tmp_path):
@@ -111,3 +117,16 @@ def test_runner_goes_through_the_generate_loop_and_writes_back_graph_evidence_on
     evidence = ReasoningGraph(load_settings()).why(relu["pattern"], relu["transformations"][0])
     records = [r for r in evidence.records if r["log_id"].startswith("bench-")]
     assert records and records[0]["outcome"] == "success"
+
+
+def test_longest_first_starts_the_slowest_known_task_and_the_unknown_ones_first(tmp_path):
+    from kernelrag.bench.runner import longest_first
+    from kernelrag.errors import ConfigError
+
+    earlier = tmp_path / "earlier.json"
+    earlier.write_text(json.dumps({"tasks": {"relu": {"wall_s": 3.0}, "gemm": {"wall_s": 90.0},
+                                             "softmax": {"wall_s": 12.0}}}))
+    tasks = [tmp_path / f"{n}.py" for n in ("gemm", "new_task", "relu", "softmax")]
+    assert [t.stem for t in longest_first(tasks, earlier)] == ["new_task", "gemm", "softmax", "relu"]
+    with pytest.raises(ConfigError, match="no such results file"):
+        longest_first(tasks, tmp_path / "missing.json")

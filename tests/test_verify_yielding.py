@@ -162,3 +162,19 @@ def test_a_request_is_served_once_and_an_old_one_never_again(tmp_path):
 def test_a_link_refuses_a_request_it_has_no_word_for(tmp_path):
     with pytest.raises(ValueError, match="exclusive"):
         Link(tmp_path).ask("exclusive")
+
+
+def test_the_gate_says_how_long_the_gpu_was_held_alone_shared_and_by_no_one():
+    gate = GpuGate()
+    gate.exclusive()
+    time.sleep(0.15)
+    gate.release("exclusive")
+    gate.shared()
+    gate.shared()
+    time.sleep(0.1)
+    gate.release("shared")
+    gate.release("shared")
+    time.sleep(0.05)
+    used = gate.usage()
+    assert set(used) == {"exclusive_s", "shared_s", "idle_s", "idle_with_waiters_s"}
+    assert 0.14 <= used["exclusive_s"] < 0.5 and 0.09 <= used["shared_s"] < 0.5 and used["idle_s"] >= 0.04

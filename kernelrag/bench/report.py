@@ -124,6 +124,23 @@ def _f(x: Any, fmt: str = "{:.3f}") -> str:
     return "-" if x is None else fmt.format(x)
 
 
+def _runs_lines(runs: list[dict[str, Any]]) -> list[str]:
+    """The suite's wall: one line per invocation (a resumed run has several), with how the GPU
+    was held (alone for timing, shared for untimed work, by no one)."""
+    if not runs:
+        return []
+    total = sum(r.get("wall_s") or 0.0 for r in runs)
+    lines = [f"- wall: {total / 60:.1f} min over {len(runs)} invocation(s), "
+             f"{sum(r.get('tasks') or 0 for r in runs)} tasks"]
+    for r in runs:
+        gate = r.get("gpu_gate") or {}
+        held = (f"; GPU alone {gate.get('exclusive_s', 0):.0f} s, shared {gate.get('shared_s', 0):.0f} s, "
+                f"held by no one {gate.get('idle_s', 0) + gate.get('idle_with_waiters_s', 0):.0f} s" if gate else "")
+        lines.append(f"  - {r.get('started')}: {r.get('tasks')} tasks in {r.get('wall_s', 0):.0f} s, "
+                     f"{r.get('parallel')} at a time{held}")
+    return lines
+
+
 def markdown(results: dict[str, Any]) -> str:
     m, s = results.get("machine", {}), results.get("summary") or summarize(results)
     ceil = m.get("ceilings") or {}
@@ -144,6 +161,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"{_f(s['memory_bound_median_frac_bandwidth'], '{:.0%}')}",
         f"- tasks faster than torch.compile or at >= 90% of the roofline: {s['n_meeting_target']}/{s['n_tasks']}",
         "- targets: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in s["targets"].items()),
+        *_runs_lines(results.get("runs") or []),
         "",
         "| task | pattern | status | kernel ms | eager ms | compile ms | vs eager | vs compile | GB/s | TFLOP/s "
         "| roofline | recommendation |",

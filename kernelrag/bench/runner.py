@@ -223,6 +223,9 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     compiled ahead."""
     start, walls = time.perf_counter(), []
     todo = [t for t in tasks if t.stem not in results["tasks"]]
+    run_log = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
+               "parallel": max(1, args.parallel), "tasks": 0, "wall_s": 0.0}
+    results.setdefault("runs", []).append(run_log)   # one per invocation: a resumed suite's wall is their sum
     print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time, results -> {results_path}",
           flush=True)
     lock = threading.Lock()
@@ -253,9 +256,23 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                 entry = future.result()
                 done += 1
                 walls.append(entry["wall_s"])
+                run_log.update(tasks=run_log["tasks"] + 1, wall_s=round(time.perf_counter() - start, 1))
+                if session is not None and session.resolved == "cuda":
+                    run_log["gpu_gate"] = session.gate.usage()   # held alone / shared / by no one
                 _record(entry, results, results_path, args)
                 _print_entry(entry, done, len(todo))
     return EXIT_INCOMPLETE if stopped else EXIT_COMPLETE
+
+
+def longest_first(tasks: list[Path], earlier: Path) -> list[Path]:
+    """``tasks`` ordered by their wall time in the results file ``earlier``, longest first, those
+    it does not list ahead of all (their time is unknown). With a few tasks in flight, the suite
+    then ends on short tasks; in file order its GEMM tasks ran side by side and one of them ran
+    on alone at the end."""
+    if not earlier.is_file():
+        raise ConfigError(f"--longest-first {earlier}: no such results file; pass an earlier run's JSON")
+    walls = {name: (t.get("wall_s") or 0.0) for name, t in load_results(earlier).get("tasks", {}).items()}
+    return sorted(tasks, key=lambda t: -walls.get(t.stem, float("inf")))
 
 
 def _typical_s(walls: list[float]) -> float:
@@ -297,6 +314,8 @@ def run(args: argparse.Namespace) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         tasks = [t for t in tasks if t.stem in wanted]
+    if args.longest_first is not None:
+        tasks = longest_first(tasks, args.longest_first)
     results_path = Path(args.results or f"bench/results/{'h200' if device == 'cuda' else 'cpu'}-{today()}.json")
     results = load_results(results_path)
     results["machine"] = machine_info(device)
@@ -329,6 +348,9 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p.add_argument("--budget-s", type=float, default=0.0, help="stop before this many seconds; re-run to resume")
     p.add_argument("--parallel", type=int, default=None,
                    help="tasks in flight at once (default: the GPU session's workers; 1 on a CPU)")
+    p.add_argument("--longest-first", type=Path, default=None, metavar="RESULTS",
+                   help="start the tasks that took longest in this earlier results file first (tasks it lacks "
+                        "before them): the run then ends on short tasks instead of one long one alone")
     p.add_argument("--evidence", type=Path, default=None,
                    help="append negative evidence (kernels slower than torch.compile) to this JSONL")
     return p

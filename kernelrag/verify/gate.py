@@ -25,6 +25,24 @@ class GpuGate:
         self._writer = False
         self._queue: collections.deque[tuple[int, str]] = collections.deque()
         self._tickets = itertools.count()
+        self._since = time.monotonic()
+        self._spent = {"exclusive": 0.0, "shared": 0.0, "idle": 0.0, "idle_with_waiters": 0.0}
+
+    def _account(self) -> None:
+        """Add the time since the last change to the state the gate was in (under the lock)."""
+        now = time.monotonic()
+        state = ("exclusive" if self._writer else "shared" if self._readers
+                 else "idle_with_waiters" if self._queue else "idle")
+        self._spent[state] += now - self._since
+        self._since = now
+
+    def usage(self) -> dict[str, float]:
+        """Seconds the GPU was held alone, shared, or by no one (with requests queued, i.e.
+        a request waiting for one ahead of it, or none), since the gate was made: whether the
+        GPU or something else bounds a batch."""
+        with self._cond:
+            self._account()
+            return {f"{k}_s": round(v, 2) for k, v in self._spent.items()}
 
     def _turn(self, ticket: tuple[int, str]) -> bool:
         if self._writer:
@@ -36,8 +54,10 @@ class GpuGate:
     def _wait(self, kind: str) -> None:
         with self._cond:
             ticket = (next(self._tickets), kind)
+            self._account()
             self._queue.append(ticket)
             self._cond.wait_for(lambda: self._turn(ticket))
+            self._account()
             self._queue.remove(ticket)
             if kind == "exclusive":
                 self._writer = True
@@ -53,6 +73,7 @@ class GpuGate:
 
     def release(self, state: str) -> None:
         with self._cond:
+            self._account()
             if state == "exclusive":
                 self._writer = False
             else:
