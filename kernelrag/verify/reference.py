@@ -30,7 +30,7 @@ from typing import Any
 import torch
 
 from kernelrag.verify import correctness as C
-from kernelrag.verify.compiled import Baseline, warm_in_background
+from kernelrag.verify.compiled import Baseline, wait_warm, warm_in_background
 from kernelrag.verify.tolerances import compare, compare_outputs, slack_of, tolerance_for
 
 MARK = "@@kernelrag "
@@ -323,12 +323,18 @@ def main(job: dict[str, Any] | None = None) -> int:
     ref, prepared, base = None, Prepared(), Baseline(send)
     warm_in_background()
     if job is not None:
+        wait_warm()
         ref, message = prepared.get(job)
         send(message)
     for line in sys.stdin:
         cmd = json.loads(line)
         kind = cmd.get("cmd")
         if kind == "job":
+            # never beside inductor's warm-up: a compile saves and restores process-wide state
+            # (the RNG's, numerics flags) around itself; on the H200 (2026-12-04) the first
+            # reference of a fresh process, computed while it ran, was off by TF32-sized errors
+            # and failed two correct fp32 kernels on that trial alone
+            wait_warm()
             ref, message = prepared.get(cmd["job"])
             send(message)
         elif kind in ("baseline_compile", "baseline_time"):
