@@ -92,7 +92,7 @@ def test_a_timing_elsewhere_runs_while_a_candidate_compiles_and_the_candidate_wa
         gate.release("exclusive")
         candidate.join(5)
         assert out["kernel"] == "kernel of k1"
-        assert held.state == "shared" and link.compiles == 1 and link.waited_s >= 0.25
+        assert held.state == "shared" and link.compiles == 1 and link.waited_s["correctness"] >= 0.25
         assert json.loads((tmp_path / GRANTED).read_text())["n"] == 2
     finally:
         finish.set()
@@ -178,3 +178,21 @@ def test_the_gate_says_how_long_the_gpu_was_held_alone_shared_and_by_no_one():
     used = gate.usage()
     assert set(used) == {"exclusive_s", "shared_s", "idle_s", "idle_with_waiters_s"}
     assert 0.14 <= used["exclusive_s"] < 0.5 and 0.09 <= used["shared_s"] < 0.5 and used["idle_s"] >= 0.04
+
+
+def test_a_verdicts_phases_count_the_waits_after_compiles_as_gpu_wait_not_as_work():
+    from types import SimpleNamespace
+
+    from kernelrag.verify.outcome import phases
+    from kernelrag.verify.verdict import Phases
+
+    result = {"clock": {"plan": 10.0, "trials": 20.0}, "durations": {"first_call": 3.0, "timing": 1.0},
+              "gate": {"compiles_yielded": 3, "waited_s": {"correctness": 4.0, "first_call": 1.0, "after_timing": 0.5}}}
+    run = SimpleNamespace(result=result, phase1=None, clock={"gpu_wait": 2.0}, ready={}, compare=None, baseline=None)
+    ph = phases(run)
+    assert ph.seconds == {"correctness": 6.0, "gpu_wait": 7.5, "first_call": 2.0, "timing": 1.0}
+    assert ph.yielded == 3 and "3 compile(s) off the GPU gate" in ph.line()
+    assert Phases.from_any({"seconds": ph.seconds, "reused": [], "yielded": 3}).yielded == 3
+    # what a candidate writes there is only ever numbers taken off its own clock
+    run.result = dict(result, gate={"compiles_yielded": "many", "waited_s": {"correctness": "all"}})
+    assert phases(run).seconds["correctness"] == 10.0 and phases(run).yielded == 0

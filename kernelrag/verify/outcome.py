@@ -270,7 +270,14 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
     if "imports" in clock:
         ph.add("setup", span("job", "ready"))
     ph.add("candidate_import", span("ready", "imported"))
-    ph.add("correctness", span("plan", "trials"))
+    gate = result.get("gate") if isinstance(result.get("gate"), dict) else {}
+    waits = _numbers(gate.get("waited_s"))       # the candidate's waits for its share back after compiles
+    trials = span("plan", "trials")
+    ph.add("correctness", None if trials is None else max(0.0, trials - waits.get("correctness", 0.0)))
+    ph.add("gpu_wait", sum(waits.values()) or None)
+    yielded = _numbers(gate).get("compiles_yielded")
+    if yielded:
+        ph.yielded = int(yielded)
     if clock.get("forked"):
         ph.reused.append("zygote-fork")
     if clock.get("warm"):
@@ -289,14 +296,13 @@ def phases(s: Any, given: Phases | None = None) -> Phases:
         ph.reused.append("reference")
     ph.add("comparison", ((s.compare or {}).get("seconds") or {}).get("comparison"))
     ph.add("gpu_wait", parent.get("gpu_wait"))
-    ph.add("gpu_wait", _numbers(result.get("gate")).get("waited_s"))    # its share again after compiles
     base = s.baseline or {}
     if base:                            # one figure per task and session, shared by its candidates
         ph.add("baseline", base.get("waited_s") or 0.0)
         ph.reused.append("compile-baseline")
     ph.add("ceilings", parent.get("ceilings"))
     for name, seconds in (result.get("durations") or {}).items():
-        ph.add(name, seconds)
+        ph.add(name, max(0.0, seconds - waits.get(name, 0.0)))
     return ph
 
 

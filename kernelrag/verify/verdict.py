@@ -85,13 +85,14 @@ class Phases:
 
     seconds: dict[str, float] = field(default_factory=dict)
     reused: list[str] = field(default_factory=list)
+    yielded: int = 0                 # Triton compiles during which the candidate held none of the GPU
 
     @classmethod
     def from_any(cls, value: Any) -> "Phases | None":
         if value is None or isinstance(value, Phases):
             return value
         return cls(seconds={k: float(v) for k, v in (value.get("seconds") or {}).items()},
-                   reused=list(value.get("reused") or []))
+                   reused=list(value.get("reused") or []), yielded=int(value.get("yielded") or 0))
 
     def add(self, name: str, seconds: float | None) -> None:
         if name not in PHASES:
@@ -103,6 +104,7 @@ class Phases:
         """The largest phases, e.g. ``timing 1.2 s, compile 0.8 s, ...; reused reference``."""
         ranked = sorted(((v, k) for k, v in self.seconds.items() if v >= 0.05), reverse=True)[:top]
         text = ", ".join(f"{k.replace('_', ' ')} {v:.1f} s" for v, k in ranked) or "no phase over 0.05 s"
+        text += f"; {self.yielded} compile(s) off the GPU gate" if self.yielded else ""
         return text + (f"; reused {', '.join(self.reused)}" if self.reused else "")
 
 

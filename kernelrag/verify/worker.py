@@ -291,13 +291,16 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     if job.get("wait_for_go") and "error" not in res and run.trials_clean():
         from kernelrag.verify.measure import first_call
 
+        if link is not None:
+            link.phase = "first_call"
         try:
             prepared = first_call(run, model_cls, plan)
         except BaseException as exc:   # noqa: BLE001 - building or running at the timed size failed
             res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
     if link is not None:
         link.enabled = False           # from here on the parent holds the GPU as the go says
-        res["gate"] = {"compiles_yielded": link.compiles, "waited_s": round(link.waited_s, 3)}
+        res["gate"] = {"compiles_yielded": link.compiles,
+                       "waited_s": {k: round(v, 3) for k, v in link.waited_s.items()}}
     res["dot_precisions"] = sorted(run.guard.dot_precisions)
     _write_json(phase1, res)
     if job.get("wait_for_go"):
@@ -307,10 +310,14 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         if go == "time" and "error" not in res and prepared is not None:
             from kernelrag.verify.measure import measure
 
+            if link is not None:
+                link.phase = "after_timing"
             try:
                 measure(run, prepared, plan, after_timing=(lambda: link.ask("shared")) if link else None)
             except BaseException as exc:   # noqa: BLE001 - running at the timed size failed
                 res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
+    if link is not None:
+        res["gate"]["waited_s"] = {k: round(v, 3) for k, v in link.waited_s.items()}
     _write_json(final, res)
     return 0
 

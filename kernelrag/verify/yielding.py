@@ -60,7 +60,8 @@ class Link:
         self.n = 0
         self.enabled = False
         self.compiles = 0
-        self.waited_s = 0.0
+        self.phase = "correctness"       # the verdict phase whose clock the waits are taken off
+        self.waited_s: dict[str, float] = {}
 
     def ask(self, want: str) -> None:
         if want not in WANTS:
@@ -76,7 +77,7 @@ class Link:
                 if os.getppid() != parent:
                     os._exit(3)
                 time.sleep(0.002)
-            self.waited_s += time.monotonic() - t0
+            self.waited_s[self.phase] = self.waited_s.get(self.phase, 0.0) + time.monotonic() - t0
 
     def around_compiles(self) -> bool:
         """Wrap ``triton.compiler.compile`` (what each kernel's launcher binds on its first
