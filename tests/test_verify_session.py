@@ -332,3 +332,19 @@ def test_a_cached_compile_figure_says_where_the_baselines_time_went():
                         "eager": {"median_ms": 4.0, "iqr_ms": 0.1, "trials": 100}, "measured_s": 61.0,
                         "stages_s": {"queued": 30.5, "compile_step": 25.0, "timing": 1.5}})
     assert "the baseline took 61.0 s (queued 30.5 s, compile step 25.0 s, timing 1.5 s)" in v.compile_source
+
+
+def test_a_reference_process_says_it_is_up_before_the_gpu_is_taken_for_it():
+    """``sandbox._run`` pings the reference process and takes its share of the GPU only on
+    the answer: a process still importing torch holds nothing (20-28 s a worker at a GPU
+    session's start, 2026-12-04)."""
+    import time as _time
+
+    from kernelrag.verify.processes import reference_server
+
+    server = reference_server("cpu")
+    try:
+        server.send({"cmd": "ping"})
+        assert server.recv(_time.monotonic() + 120) == {"ok": True, "pong": True}
+    finally:
+        server.proc.kill()

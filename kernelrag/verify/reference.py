@@ -313,9 +313,9 @@ class Prepared:
 
 
 def main(job: dict[str, Any] | None = None) -> int:
-    """Serve jobs until stdin closes: ``job`` -> plan, ``compare`` -> report,
-    ``baseline_compile`` then ``baseline_time`` -> torch.compile and eager times (``Baseline``),
-    ``done`` -> next job.
+    """Serve jobs until stdin closes: ``ping`` -> pong once started and warm, ``job`` -> plan,
+    ``compare`` -> report, ``baseline_compile`` then ``baseline_time`` -> torch.compile and
+    eager times (``Baseline``), ``done`` -> next job.
 
     The process can serve many verifications in a row (it never runs candidate code);
     a job it has prepared before reuses its ``Reference`` (see ``Prepared``).
@@ -346,6 +346,9 @@ def main(job: dict[str, Any] | None = None) -> int:
             t0 = time.monotonic()
             report = ref.compare(cmd["outputs"])
             send({"ok": True, **report, "seconds": {"comparison": time.monotonic() - t0}})
+        elif kind == "ping":             # up, warm and idle: the parent takes the GPU only now
+            wait_warm()
+            send({"ok": True, "pong": True})
         elif kind == "done":
             ref = None
             if torch.cuda.is_available():

@@ -196,6 +196,13 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
     watch = _Watch(cand, scratch, isolation.SCRATCH_BYTES[job.device], job.device)
     healthy = False
     try:
+        # a reference process still starting (torch's import, CUDA, inductor's warm-up) does
+        # no GPU work: wait for it holding nothing (at a GPU session's start, 20-28 s a worker)
+        ref.send({"cmd": "ping"})
+        pong = ref.recv(time.monotonic() + job.timeout_s)
+        if not (pong and pong.get("pong")):
+            s.ref_error = f"the reference process did not start ({ref.describe()})"
+            return s
         held.shared()
         ref.send({"cmd": "job", "job": ref_job})
         s.ready = ref.recv(time.monotonic() + job.timeout_s)
