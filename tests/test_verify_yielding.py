@@ -196,3 +196,25 @@ def test_a_verdicts_phases_count_the_waits_after_compiles_as_gpu_wait_not_as_wor
     # what a candidate writes there is only ever numbers taken off its own clock
     run.result = dict(result, gate={"compiles_yielded": "many", "waited_s": {"correctness": "all"}})
     assert phases(run).seconds["correctness"] == 10.0 and phases(run).yielded == 0
+
+
+def test_a_verification_under_a_gate_shares_it_only_from_the_candidates_import_to_its_end():
+    """The whole run on the CPU with a gate handed in, as a GPU session does: the reference
+    process answers its ping, the candidate imports, and only then is the GPU shared."""
+    from pathlib import Path
+
+    from kernelrag.verify import verify
+    from kernelrag.verify.sandbox import run_session
+
+    fixtures = Path(__file__).parent / "fixtures" / "verify"
+    gate, seen = GpuGate(), []
+
+    def runner(job):
+        seen.append(job)
+        return run_session(job, gate=gate)
+
+    v = verify(fixtures / "tasks" / "relu.py", fixtures / "positive" / "relu.py", device="cpu", runner=runner)
+    assert v.ok, v.reason
+    used = gate.usage()
+    assert used["shared_s"] > 0 and used["exclusive_s"] == 0     # no timing on a CPU
+    assert seen and seen[0].device == "cpu"

@@ -39,7 +39,7 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
         return _final(v, "not_checkable", s.not_checkable, compiled=False, checkable=False)
     if s.timed_out:
         return _final(v, "timeout", f"no result within the time limit during {s.timed_out}",
-                      compiled=s.timed_out != "correctness trials", error=s.stderr or None)
+                      compiled=s.timed_out not in ("correctness trials", "import"), error=s.stderr or None)
     if s.crashed and not s.result and not s.phase1:
         return _final(v, "crashed", f"the candidate process died ({s.crashed}); the verifier survived",
                       compiled=False, error=s.stderr or None)

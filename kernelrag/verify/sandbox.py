@@ -43,8 +43,9 @@ candidate only), a ``gate`` that lets only one process time on the GPU at a time
 the task's torch.compile ``baseline``, measured once per task in a reference process of
 its own (``baselines``).
 
-The gate is held as the work needs it: shared from the reference's job to the candidate's
-first call at the timed size (untimed GPU work, beside other candidates'), nothing while
+The gate is held as the work needs it: nothing while the reference process starts (a
+ping) and the candidate starts and imports, shared from the reference's job to the
+candidate's first call at the timed size (untimed GPU work, beside other candidates'), nothing while
 the candidate's Triton kernels compile (``yielding``: the candidate asks), alone from the
 "go" through the timing, shared again for the re-check after it.
 
@@ -69,6 +70,7 @@ from typing import Any
 from kernelrag.verify import isolation
 from kernelrag.verify.capture import OutputCapture
 from kernelrag.verify.gate import Held
+from kernelrag.verify.worker import IMPORTED_FILE
 from kernelrag.verify.yielding import Desk
 from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, reference_key, reference_server,
@@ -203,6 +205,14 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         if not (pong and pong.get("pong")):
             s.ref_error = f"the reference process did not start ({ref.describe()})"
             return s
+        # nor does a candidate still starting or importing (a load_inline build: a minute)
+        deadline = time.monotonic() + job.timeout_s
+        while held.gate is not None and not (scratch / IMPORTED_FILE).exists() and not files["phase1"].exists() \
+                and cand.poll() is None:
+            if time.monotonic() > deadline:
+                s.timed_out, s.stderr = "import", slot.output.tail()
+                return s
+            time.sleep(0.01)
         held.shared()
         ref.send({"cmd": "job", "job": ref_job})
         s.ready = ref.recv(time.monotonic() + job.timeout_s)

@@ -46,6 +46,7 @@ def die_with_parent() -> None:
 
 
 READY_FILE = "ready"
+IMPORTED_FILE = "imported"      # in the exchange folder: the candidate module is imported
 
 
 def say_ready() -> None:
@@ -268,6 +269,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         return 0
     run.findings("import")
     clock["imported"] = time.monotonic()
+    Path(job["plan_path"]).with_name(IMPORTED_FILE).touch()   # the parent asks for the GPU only now
     model_cls = run.model_cls = getattr(module, "ModelNew", None)
     plan = wait_json(Path(job["plan_path"]))
     clock["plan"] = time.monotonic()
