@@ -219,7 +219,8 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                parts: Parts, device: str, session: VerifySession | None = None) -> int:
     """Each task not yet in ``results`` through the loop, ``args.parallel`` at a time; the
     results file is rewritten after each. Tasks are started while the budget allows one
-    more typical task (``_typical_s``); the baselines of the next ``parallel`` tasks are
+    more typical task (``_typical_s``), or the next task's own time in the ``--longest-first``
+    file; the baselines of the next ``parallel`` tasks are
     compiled ahead."""
     start, walls = time.perf_counter(), []
     todo = [t for t in tasks if t.stem not in results["tasks"]]
@@ -234,11 +235,13 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
         task_parts = dataclasses.replace(parts, verifier=_TakeTurns(session, lock))
     pending: dict[Future, Path] = {}
     queue, done, stopped = list(todo), 0, False
+    known = earlier_walls(args.longest_first) if args.longest_first else {}   # the next task's own time
     with ThreadPoolExecutor(max_workers=max(1, args.parallel), thread_name_prefix="kernelrag-bench") as pool:
         while queue or pending:
             while queue and len(pending) < max(1, args.parallel) and not stopped:
                 elapsed = time.perf_counter() - start
-                if args.budget_s and elapsed + _typical_s(walls) > args.budget_s:
+                expected = known.get(queue[0].stem) or _typical_s(walls)
+                if args.budget_s and elapsed + expected > args.budget_s:
                     print(f"budget of {args.budget_s:.0f} s reached after {elapsed:.0f} s; {len(queue)} tasks "
                           "left: run again to resume", flush=True)
                     stopped = True
@@ -269,10 +272,17 @@ def longest_first(tasks: list[Path], earlier: Path) -> list[Path]:
     it does not list ahead of all (their time is unknown). With a few tasks in flight, the suite
     then ends on short tasks; in file order its GEMM tasks ran side by side and one of them ran
     on alone at the end."""
+    walls = earlier_walls(earlier)
+    return sorted(tasks, key=lambda t: -walls.get(t.stem, float("inf")))
+
+
+def earlier_walls(earlier: Path) -> dict[str, float]:
+    """Each task's wall seconds in an earlier results file: the order of ``--longest-first``,
+    and what the budget expects of each task (a run ordered longest first would otherwise
+    stop early, expecting every task left to be as long as the long ones behind it)."""
     if not earlier.is_file():
         raise ConfigError(f"--longest-first {earlier}: no such results file; pass an earlier run's JSON")
-    walls = {name: (t.get("wall_s") or 0.0) for name, t in load_results(earlier).get("tasks", {}).items()}
-    return sorted(tasks, key=lambda t: -walls.get(t.stem, float("inf")))
+    return {name: float(t.get("wall_s") or 0.0) for name, t in load_results(earlier).get("tasks", {}).items()}
 
 
 def _typical_s(walls: list[float]) -> float:
