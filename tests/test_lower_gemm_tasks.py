@@ -126,3 +126,14 @@ def test_a_row_reduction_without_keepdim_joins_the_gemm_tile():
     closed region, was no: "no template places max"."""
     draft = lower((TASKS / "gemm_rowmax_squeezed.py").read_text(), "rowmax")
     assert draft.ok and "gemm: linear > max [" in draft.reason, draft.reason
+
+
+def test_a_product_bound_by_its_output_write_defaults_to_exact_fp32_fmas():
+    """K = 16: the FMAs take less time than writing the M x N output, so ``ieee`` comes first
+    (exact fp32, no operand splits); a long K keeps 3xTF32 first."""
+    from kernelrag.draft.lower.lowering import variant_choices
+
+    assert variant_choices((SUITE / "matmul_tall_skinny.py").read_text())[0] == ("ieee",)
+    assert variant_choices((SUITE / "matmul_fp32.py").read_text())[0] == ("tf32x3",)
+    draft = lower((SUITE / "matmul_tall_skinny.py").read_text(), "tall")
+    assert draft.ok and "ieee_fp32_dot" in draft.transformations, draft.reason

@@ -95,6 +95,15 @@ def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras:
             f"    return ({core}({', '.join(pick)}),)\n")
 
 
+# A product this short in K is bound by writing its output: 2K FLOPs per 4-byte output
+# element against the H200's fp32 FMA rate over its bandwidth (67 TFLOP/s / 4.2 TB/s, about
+# 16 FLOPs a byte) puts the FMAs under the store time up to K = 32. Exact fp32 FMAs then
+# cost nothing and skip 3xTF32's operand splits and transposes; its MMA tiles stored at
+# 1.8 TB/s for a 32768x16 by 16x32768 product (matmul_tall_skinny: 0.84x torch.compile,
+# 2026-12-04). The tf32x3 variant stays next in line.
+STORE_BOUND_K = 32
+
+
 def fp32_task(graph: Graph) -> bool:
     """True unless every output of the task is a 16-bit float (whose GEMMs use the tensor cores directly)."""
     return not graph.out_dtypes or any(d in ("torch.float32", "torch.float64") for d in graph.out_dtypes)
@@ -104,7 +113,8 @@ class GemmTemplate:
     """Variants name the dot path: for fp32 tasks ``tf32x3`` (default: 3xTF32 with K-major
     operands on CUDA, ieee under the interpreter), ``bf16x6`` (three bf16 parts per operand and
     a compensated sum over K: more accurate than 3xTF32 at about its tensor-core time) or
-    ``ieee`` (fp32 FMAs everywhere, several times slower), so the graph's evidence for each
+    ``ieee`` (fp32 FMAs everywhere, several times slower, but the default where K is at most
+    ``STORE_BOUND_K``: the store bounds such a product), so the graph's evidence for each
     transformation orders them; without evidence a check that 3xTF32 fails is tried next on
     bf16x6 before the slow path. 16-bit tasks take ``tensor_cores`` (bf16/fp16 operands
     straight to the MMA, fp32 accumulation)."""
@@ -115,7 +125,9 @@ class GemmTemplate:
     fp32_variants = ("tf32x3", "bf16x6", "ieee")
 
     def default_variant(self, graph: Graph, region: Region) -> str:
-        return "tf32x3" if fp32_task(graph) else "tensor_cores"
+        if not fp32_task(graph):
+            return "tensor_cores"
+        return "ieee" if region.state.get("k", STORE_BOUND_K + 1) <= STORE_BOUND_K else "tf32x3"
 
     def opens(self, graph: Graph, node: Node) -> bool:
         return node.op == "matmul"
