@@ -57,9 +57,11 @@ def const_names(graph: Graph, ids) -> dict[int, str]:
     return {i: literal(graph[i].args["value"]) for i in ids if graph[i].op == "const"}
 
 
-def load_expr(kind: str, pointer: str, mask: str | None) -> str:
+def load_expr(kind: str, pointer: str, mask: str | None, evict: str | None = None) -> str:
+    """A load converted to the frame's kind; ``evict``: an L2 eviction policy ("evict_last")."""
     masked = f", mask={mask}, other=0" if mask else ""
-    raw = f"tl.load({pointer}{masked})"
+    hint = f", eviction_policy=\"{evict}\"" if evict else ""
+    raw = f"tl.load({pointer}{masked}{hint})"
     if kind == FLOAT:
         return f"{raw}.to(tl.float32)"
     if kind == BOOL:

@@ -32,7 +32,11 @@ rows are fewer than 128 and longer than 64K elements at the traced size) and ``c
 long rows ending in a full-size output, a group norm's: partial statistics over rows x chunks
 programs, a combine per row, then the output pass chunk by chunk, see ``rowwise_chunked``; the
 default, and the row variants dominated, when at most 1024 rows of 64K elements or more would
-loop at the traced size). ``dominated``
+loop at the traced size) and ``three_pass`` (the looped passes without riders: a softmax's max,
+sum and output each a pass, the earlier ones loading ``evict_last`` and the last
+``evict_first``, as torch.compile's softmax over rows of 32768 does, whose re-reads all hit
+L2 where the two-pass online kernel's did not; offered where rows loop at the traced size and
+a reduction rides another's pass). ``dominated``
 leaves out of a generate run's rounds the variants that cannot win at the traced size.
 """
 from __future__ import annotations
@@ -44,7 +48,7 @@ from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_chunked import chunked_unavailable, emit_chunked, is_chunked_worthwhile
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
 from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
-from kernelrag.draft.lower.templates.rowwise_passes import cone
+from kernelrag.draft.lower.templates.rowwise_passes import cone, plan_passes
 from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, row_limit
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
                                                              is_split_worthwhile, split_unavailable)
@@ -52,7 +56,7 @@ from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_spli
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped", "split", "column", "chunked")
+    variants = ("registers", "looped", "split", "column", "chunked", "three_pass")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -157,8 +161,10 @@ class RowwiseTemplate:
     def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
         if variant not in self.variants:
             return f"rowwise has no variant {variant!r} ({', '.join(self.variants)})"
-        if variant == "looped" and self._scan_feeds_reduction(graph, region):
+        if variant in ("looped", "three_pass") and self._scan_feeds_reduction(graph, region):
             return "a scan feeds a reduction in the same row: only the row-in-registers path computes it"
+        if variant == "three_pass" and not plan_passes(graph, region)[1]:
+            return "no reduction rides another's pass (online softmax, shifted variance): the looped kernel"
         if variant == "split":
             return split_unavailable(graph, region)
         if variant == "column":
@@ -176,7 +182,10 @@ class RowwiseTemplate:
             return "the innermost dim is kept: row lanes would stride by it (the column variant coalesces)"
         if variant == "chunked" and not is_chunked_worthwhile(region):
             return "rows enough to fill the GPU one program each: chunks add a read and two launches"
-        if variant in ("registers", "looped") and self._chunks(graph, region) and loops_at_traced_size(self, graph, region):
+        if variant == "three_pass" and not loops_at_traced_size(self, graph, region):
+            return "rows short enough to hold in registers are read once"
+        if variant in ("registers", "looped", "three_pass") and self._chunks(graph, region) \
+                and loops_at_traced_size(self, graph, region):
             # one looped program per row in two waves or fewer: group_norm's 512 rows of 2 MB ran at
             # 67% of the memory speed of light on the H200 (2026-12-02), 0.69x torch.compile
             return "few long rows loop in one program each, about two waves: the chunked variant fills the GPU"

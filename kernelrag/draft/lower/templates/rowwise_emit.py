@@ -124,7 +124,8 @@ class _Writer:
         if nid in self.loads:
             k = self.loads.index(nid)
             names[nid] = var
-            return [f"{ind}{var} = " + C.load_expr(node.kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask")]
+            return [f"{ind}{var} = " + C.load_expr(node.kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask",
+                                                   getattr(self, "evict", None) if looped else None)]
         if node.op == "iota":
             names[nid] = f"i{node.args['dim']}"
             return []
@@ -298,7 +299,8 @@ class _Writer:
             self._local = local
             return out
 
-        passes, riders = plan_passes(self.g, self.r)
+        passes, riders = plan_passes(self.g, self.r, ride=self.variant != "three_pass")
+        self.evict = "evict_last" if self.variant == "three_pass" else None   # the row is read again
         for k, group in enumerate(passes):
             fns = ", ".join(f"{self.g[n].args['fn']}{' (' + riders[n].kind + ')' if n in riders else ''}"
                             for n in group)
@@ -324,6 +326,7 @@ class _Writer:
         if lane_outs:
             carries = {n: f"carry{n}" for n in self.r.nodes if self.g[n].op == "scan"}
             lines.append(f"{ind}# last pass: the outputs")
+            self.evict = "evict_first" if self.variant == "three_pass" else None   # its last read
             for n, c in carries.items():
                 lines.append(f"{ind}{c} = " + ("tl.zeros((), tl.float32)" if self.g[n].args["fn"] == "cumsum"
                                                else "tl.full((), 1.0, tl.float64)"))
@@ -388,7 +391,7 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
                   f"        return {fallback[1]}({', '.join(params)})"]
     allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
     lines += allocs
-    if variant == "looped" and looped_ok:
+    if variant in ("looped", "three_pass") and looped_ok:
         lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, triton.next_power_of_2(n_red))"]
     else:
         limit = row_limit(w.t, g, region) if looped_ok else 65536
@@ -425,8 +428,8 @@ def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
         out.append("elementwise_fusion")
-    out.append({"registers": "row_in_registers", "looped": "recompute_over_store",
-                "chunked": "chunked_rows"}.get(variant, "two_pass_reduction"))
+    out.append({"registers": "row_in_registers", "looped": "recompute_over_store", "chunked": "chunked_rows",
+                "three_pass": "separate_passes_l2"}.get(variant, "two_pass_reduction"))
     return out
 
 

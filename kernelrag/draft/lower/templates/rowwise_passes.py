@@ -72,15 +72,17 @@ def _rider(graph: Graph, region: Region, nid: int) -> Rider | None:
     return Rider(kind, base, y)
 
 
-def plan_passes(graph: Graph, region: Region) -> tuple[list[list[int]], dict[int, Rider]]:
-    """(the region's reductions grouped by pass, in pass order; the riders among them)."""
+def plan_passes(graph: Graph, region: Region, ride: bool = True) -> tuple[list[list[int]], dict[int, Rider]]:
+    """(the region's reductions grouped by pass, in pass order; the riders among them).
+    ``ride=False``: no reduction rides another's pass, each waits for the passes it needs
+    (the ``three_pass`` variant)."""
     inside = set(region.nodes)
     level: dict[int, int] = {}
     riders: dict[int, Rider] = {}
     for nid in region.nodes:
         if graph[nid].op != "reduce":
             continue
-        rider = _rider(graph, region, nid)
+        rider = _rider(graph, region, nid) if ride else None
         deps = {c for c in cone(graph, nid, inside) if graph[c].op == "reduce"}
         if rider is not None and rider.base in level and all(level[d] < level[rider.base]
                                                               for d in deps - {rider.base}):
