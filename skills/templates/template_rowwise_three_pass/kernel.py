@@ -1,0 +1,139 @@
+"""Template skill: rowwise (three_pass). Scaled softmax over long rows, one pass per statistic.
+
+Technique: one program per row, the row walked in BLOCK_R chunks as in the looped
+variant, but no reduction rides another's pass: the max is one pass, the sum of
+exp(y - max) a second, the outputs a third. The first two passes load with
+eviction_policy="evict_last" and the last with "evict_first", so L2 keeps the rows in
+flight until their last read and then lets them go first. This is how torch.compile
+builds a softmax over rows of 32768 (bench/results/inductor-h200-2026-12-04/): its three
+passes read 4.27 GB from HBM for 4.29 GB of traffic, the minimum, where the two-pass
+online softmax (the looped variant) read 6.13-6.42 GB (bench/NOTES.md items 17, 19). The
+online form does one pass fewer over the row but two exps per element in its first pass;
+this one does one exp per element per pass that needs it.
+
+Bytes and FLOPs: 32 rows x 8192 = 262,144 elements. The minimum is one read and one
+write, 2.1 MB; the kernel reads each row three times, 4.2 MB when every re-read misses
+L2 and close to the minimum when they hit it. About 6 FLOPs per element (scale,
+subtract, exp, add, divide) is 1.6 MFLOP: memory-bound.
+
+Fusion points: prologue and epilogue as in the looped variant, each paid once per pass
+that needs it. Offered only where a reduction would ride another's pass (online softmax,
+shifted variance) and the rows loop at the traced size; elsewhere it is the looped kernel.
+"""
+
+
+import torch
+import torch.nn as nn
+import triton
+import triton.language as tl
+
+
+batch_size = 32
+dim = 8192
+
+
+@triton.jit
+def _nan_max(a, b):
+    # max as torch computes it, a NaN wins: tl.maximum and tl.max drop NaNs on a GPU
+    return tl.where((a != a) | (b != b), float("nan"), tl.maximum(a, b))
+
+
+@triton.jit
+def rowwise_0_kernel(
+    in0_ptr,                        # operand 0 (input), lane-level
+    out0_ptr,                       # output 0, lane-level
+    n0,                             # domain size of dim 0
+    n1,                             # domain size of dim 1 (reduced)
+    in0_s0, in0_s1,                 # operand 0's strides (0: broadcast)
+    out0_s0, out0_s1,               # output 0's strides
+    n_red,                          # elements per row (product of the reduced sizes)
+    BLOCK_R: tl.constexpr,          # lanes per chunk; >= n_red when ROW_IN_REGISTERS
+    ROW_IN_REGISTERS: tl.constexpr, # True: the whole row is one block, read once
+):
+    row = tl.program_id(0).to(tl.int64)   # int64: row offsets may pass 2**31
+    rest = row
+    i0 = rest % n0
+    rest = rest // n0
+    in0_row = i0 * in0_s0
+    out0_row = i0 * out0_s0
+    lanes = tl.arange(0, BLOCK_R)
+    if ROW_IN_REGISTERS:
+        r = 0 + lanes
+        rmask = r < n_red
+        i1 = r
+        in0_lane = i1 * in0_s1
+        out0_lane = i1 * out0_s1
+        v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0).to(tl.float32)
+        v2 = (v0 * 0.125)
+        v3 = tl.reduce(tl.where(rmask, v2, float('-inf')), 0, _nan_max)
+        v4 = (v2 - v3)
+        v5 = tl.exp(v4)
+        v6 = tl.sum(tl.where(rmask, v5, 0.0), axis=0)
+        v7 = tl.exp(v4)
+        v8 = (v7 / v6)
+        tl.store(out0_ptr + out0_row + out0_lane, v8.to(out0_ptr.dtype.element_ty), mask=rmask)
+    else:
+        # pass 0: max over the row, the prologue recomputed per chunk
+        acc1 = tl.full([BLOCK_R], float('-inf'), tl.float32)
+        for start in range(0, n_red, BLOCK_R):
+            r = start + lanes
+            rmask = r < n_red
+            i1 = r
+            in0_lane = i1 * in0_s1
+            out0_lane = i1 * out0_s1
+            v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0, eviction_policy="evict_last").to(tl.float32)
+            v2 = (v0 * 0.125)
+            acc1 = _nan_max(acc1, tl.where(rmask, v2, float('-inf')))
+        v3 = tl.reduce(acc1, 0, _nan_max)
+        # pass 1: sum over the row, the prologue recomputed per chunk
+        acc4 = tl.full([BLOCK_R], 0.0, tl.float32)
+        for start in range(0, n_red, BLOCK_R):
+            r = start + lanes
+            rmask = r < n_red
+            i1 = r
+            in0_lane = i1 * in0_s1
+            out0_lane = i1 * out0_s1
+            v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0, eviction_policy="evict_last").to(tl.float32)
+            v2 = (v0 * 0.125)
+            v4 = (v2 - v3)
+            v5 = tl.exp(v4)
+            acc4 += tl.where(rmask, v5, 0.0)
+        v6 = tl.sum(acc4, axis=0)
+        # last pass: the outputs
+        for start in range(0, n_red, BLOCK_R):
+            r = start + lanes
+            rmask = r < n_red
+            i1 = r
+            in0_lane = i1 * in0_s1
+            out0_lane = i1 * out0_s1
+            v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0, eviction_policy="evict_first").to(tl.float32)
+            v2 = (v0 * 0.125)
+            v4 = (v2 - v3)
+            v7 = tl.exp(v4)
+            v8 = (v7 / v6)
+            tl.store(out0_ptr + out0_row + out0_lane, v8.to(out0_ptr.dtype.element_ty), mask=rmask)
+
+
+def rowwise_0(a0):
+    """rowwise: mul > softmax; one program per row of the kept dims."""
+    domain = torch.broadcast_shapes(a0.shape)
+    if len(domain) != 2:
+        raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 2")
+    n_rows = domain[0]
+    n_red = domain[1]
+    out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
+    fits = False
+    block_r = min(2048 if n_red >= 8192 else 1024, triton.next_power_of_2(n_red))
+    num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
+    if n_rows > 0 and n_red > 0:
+        rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
+    return out0,
+
+
+class ModelNew(nn.Module):
+    def __init__(self):
+        super().__init__()
+
+    def forward(self, x):
+        t8, = rowwise_0(x)
+        return t8
