@@ -120,13 +120,13 @@ def test_runner_goes_through_the_generate_loop_and_writes_back_graph_evidence_on
 
 
 def test_longest_first_starts_the_slowest_known_task_and_the_unknown_ones_first(tmp_path):
-    from kernelrag.bench.runner import longest_first
+    from kernelrag.bench.runner import earlier_walls, longest_first
     from kernelrag.errors import ConfigError
 
     earlier = tmp_path / "earlier.json"
     earlier.write_text(json.dumps({"tasks": {"relu": {"wall_s": 3.0}, "gemm": {"wall_s": 90.0},
                                              "softmax": {"wall_s": 12.0}}}))
     tasks = [tmp_path / f"{n}.py" for n in ("gemm", "new_task", "relu", "softmax")]
-    assert [t.stem for t in longest_first(tasks, earlier)] == ["new_task", "gemm", "softmax", "relu"]
+    assert [t.stem for t in longest_first(tasks, earlier_walls(earlier))] == ["new_task", "gemm", "softmax", "relu"]
     with pytest.raises(ConfigError, match="no such results file"):
-        longest_first(tasks, tmp_path / "missing.json")
+        earlier_walls(tmp_path / "missing.json")

@@ -177,7 +177,8 @@ def test_the_gate_says_how_long_the_gpu_was_held_alone_shared_and_by_no_one():
     time.sleep(0.05)
     used = gate.usage()
     assert set(used) == {"exclusive_s", "shared_s", "idle_s", "idle_with_waiters_s"}
-    assert 0.14 <= used["exclusive_s"] < 0.5 and 0.09 <= used["shared_s"] < 0.5 and used["idle_s"] >= 0.04
+    assert used["exclusive_s"] >= 0.14 and used["shared_s"] >= 0.09 and used["idle_s"] >= 0.04   # each at least
+    assert used["idle_with_waiters_s"] < used["exclusive_s"]    # nobody queued: what little there is, is bookkeeping
 
 
 def test_a_verdicts_phases_count_the_waits_after_compiles_as_gpu_wait_not_as_work():

@@ -216,7 +216,8 @@ def _solve_one(path: Path, args: argparse.Namespace, parts: Parts, device: str, 
 
 
 def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, Any], results_path: Path,
-               parts: Parts, device: str, session: VerifySession | None = None) -> int:
+               parts: Parts, device: str, session: VerifySession | None = None,
+               known: dict[str, float] | None = None) -> int:
     """Each task not yet in ``results`` through the loop, ``args.parallel`` at a time; the
     results file is rewritten after each. Tasks are started while the budget allows one
     more typical task (``_typical_s``), or the next task's own time in the ``--longest-first``
@@ -235,7 +236,7 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
         task_parts = dataclasses.replace(parts, verifier=_TakeTurns(session, lock))
     pending: dict[Future, Path] = {}
     queue, done, stopped = list(todo), 0, False
-    known = earlier_walls(args.longest_first) if args.longest_first else {}   # the next task's own time
+    known = known or {}            # each task's time in an earlier run (``--longest-first``)
     with ThreadPoolExecutor(max_workers=max(1, args.parallel), thread_name_prefix="kernelrag-bench") as pool:
         while queue or pending:
             while queue and len(pending) < max(1, args.parallel) and not stopped:
@@ -267,12 +268,11 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     return EXIT_INCOMPLETE if stopped else EXIT_COMPLETE
 
 
-def longest_first(tasks: list[Path], earlier: Path) -> list[Path]:
-    """``tasks`` ordered by their wall time in the results file ``earlier``, longest first, those
-    it does not list ahead of all (their time is unknown). With a few tasks in flight, the suite
-    then ends on short tasks; in file order its GEMM tasks ran side by side and one of them ran
-    on alone at the end."""
-    walls = earlier_walls(earlier)
+def longest_first(tasks: list[Path], walls: dict[str, float]) -> list[Path]:
+    """``tasks`` ordered by their wall time in an earlier run (``earlier_walls``), longest first,
+    those it does not list ahead of all (their time is unknown). With a few tasks in flight, the
+    suite then ends on short tasks; in file order its GEMM tasks ran side by side and one of them
+    ran on alone at the end."""
     return sorted(tasks, key=lambda t: -walls.get(t.stem, float("inf")))
 
 
@@ -324,8 +324,8 @@ def run(args: argparse.Namespace) -> int:
     if args.only:
         wanted = set(args.only.split(","))
         tasks = [t for t in tasks if t.stem in wanted]
-    if args.longest_first is not None:
-        tasks = longest_first(tasks, args.longest_first)
+    known = earlier_walls(args.longest_first) if args.longest_first is not None else {}
+    tasks = longest_first(tasks, known) if known else tasks
     results_path = Path(args.results or f"bench/results/{'h200' if device == 'cuda' else 'cpu'}-{today()}.json")
     results = load_results(results_path)
     results["machine"] = machine_info(device)
@@ -336,7 +336,7 @@ def run(args: argparse.Namespace) -> int:
     with VerifySession(device=device, timeout_s=settings.verify_timeout_s, cache_dir=settings.cache_dir,
                        workers=args.parallel if device == "cuda" else None) as session:
         # warm processes and each task's compile baseline, kept across tasks
-        if _run_tasks(args, tasks, results, results_path, parts, device, session) == EXIT_INCOMPLETE:
+        if _run_tasks(args, tasks, results, results_path, parts, device, session, known) == EXIT_INCOMPLETE:
             return EXIT_INCOMPLETE
     results["summary"] = summarize(results)
     _atomic_write_json(results_path, results)

@@ -69,8 +69,8 @@ from typing import Any
 
 from kernelrag.verify import isolation
 from kernelrag.verify.capture import OutputCapture
+from kernelrag.verify.exchange import IMPORTED_FILE, write_json
 from kernelrag.verify.gate import Held
-from kernelrag.verify.worker import IMPORTED_FILE
 from kernelrag.verify.yielding import Desk
 from kernelrag.verify.ceilings import ensure_cached
 from kernelrag.verify.processes import (Child, give_back, reference_key, reference_server,
@@ -186,7 +186,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
                 **{f"{name}_path": str(path) for name, path in files.items()},
                 "wait_for_go": wait_for_go, "cache_dir": job.cache_dir, "yield_gate": gate is not None,
                 "limits": isolation.candidate_limits(job.device)}
-    _write(scratch / "job.json", cand_job)
+    write_json(scratch / "job.json", cand_job)
     ref = given_ref or reference_server(job.device)
     if slot.child is not None:
         cand = slot.child
@@ -223,9 +223,9 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         if job.uses_tl_dot and job.device == "cpu" and "bfloat16" in s.ready["input_dtypes"]:
             s.not_checkable = ("tl.dot on bf16 operands computes wrong results under Triton's CPU "
                                "interpreter; check this kernel on a GPU")
-            _write(files["plan"], {"cmd": "stop"})
+            write_json(files["plan"], {"cmd": "stop"})
             return s
-        _write(files["plan"], _plan(job, s.ready))       # nothing secret: seeds, sizes, shapes
+        write_json(files["plan"], _plan(job, s.ready))       # nothing secret: seeds, sizes, shapes
         deadline = time.monotonic() + job.timeout_s
         while not files["phase1"].exists() and cand.poll() is None and time.monotonic() < deadline:
             desk.serve()                   # its compiles hold nothing of the GPU
@@ -254,7 +254,7 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
                 ceilings = ensure_cached(job.cache_dir)   # the GPU's ceilings, measured once by trusted code
                 s.clock["ceilings"] = time.monotonic() - t1
                 s.clock["gpu_wait"] = t1 - t0 - (s.baseline or {}).get("waited_s", 0.0)
-            _write(files["go"], {"go": "time" if go else "stop", "ceilings": ceilings})
+            write_json(files["go"], {"go": "time" if go else "stop", "ceilings": ceilings})
         deadline = time.monotonic() + (job.timeout_s if wait_for_go else 60.0)
         while not files["result"].exists() and cand.poll() is None and time.monotonic() < deadline:
             desk.serve()                   # after its timing: the GPU shared for the re-check
@@ -284,12 +284,6 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
         if given_ref is None:
             give_back(reference_key(job.device), ref, healthy)
         s.clock["ended"] = time.monotonic()
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 def _plan(job: Job, ready: dict[str, Any]) -> dict[str, Any]:

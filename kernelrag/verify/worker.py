@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from kernelrag.verify.exchange import IMPORTED_FILE, write_json
 from kernelrag.verify.faults import InputsDiffer, classify, error_text
 
 
@@ -46,7 +47,6 @@ def die_with_parent() -> None:
 
 
 READY_FILE = "ready"
-IMPORTED_FILE = "imported"      # in the exchange folder: the candidate module is imported
 
 
 def say_ready() -> None:
@@ -65,12 +65,6 @@ def wait_json(path: Path) -> dict[str, Any]:
             os._exit(3)
         time.sleep(0.01)
     return json.loads(path.read_text())
-
-
-def _write_json(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
 
 
 class CandidateRun:
@@ -264,8 +258,8 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         module = run.load_candidate()
     except BaseException as exc:   # noqa: BLE001 - the candidate failed to import
         res.update(phase="import", error=error_text(exc, job["candidate_path"]), error_kind="compile_error")
-        _write_json(phase1, res)
-        _write_json(final, res)
+        write_json(phase1, res)
+        write_json(final, res)
         return 0
     run.findings("import")
     clock["imported"] = time.monotonic()
@@ -278,8 +272,8 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
     if plan.get("cmd") == "stop" or model_cls is None:
         if model_cls is None:
             res.update(error="the candidate defines no ModelNew class", error_kind="compile_error")
-        _write_json(phase1, res)
-        _write_json(final, res)
+        write_json(phase1, res)
+        write_json(final, res)
         return 0
     try:
         run.run_trials(model_cls, plan)
@@ -304,7 +298,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         res["gate"] = {"compiles_yielded": link.compiles,
                        "waited_s": {k: round(v, 3) for k, v in link.waited_s.items()}}
     res["dot_precisions"] = sorted(run.guard.dot_precisions)
-    _write_json(phase1, res)
+    write_json(phase1, res)
     if job.get("wait_for_go"):
         go_message = wait_json(Path(job["go_path"]))
         go, run.ceilings = go_message.get("go"), go_message.get("ceilings")
@@ -320,7 +314,7 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
                 res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
     if link is not None:
         res["gate"]["waited_s"] = {k: round(v, 3) for k, v in link.waited_s.items()}
-    _write_json(final, res)
+    write_json(final, res)
     return 0
 
 

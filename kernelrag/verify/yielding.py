@@ -26,28 +26,15 @@ its own timing, which the parent holds alone until the candidate asks to leave i
 """
 from __future__ import annotations
 
-import json
 import os
 import time
 from pathlib import Path
 from typing import Any, Callable
 
+from kernelrag.verify.exchange import read_json, write_json
+
 REQUEST, GRANTED = "gate-request.json", "gate-granted.json"
 WANTS = ("none", "shared")
-
-
-def _write(path: Path, data: dict[str, Any]) -> None:
-    tmp = path.with_suffix(".tmp")
-    tmp.write_text(json.dumps(data))
-    os.replace(tmp, path)
-
-
-def _read(path: Path) -> dict[str, Any]:
-    try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
 
 
 class Link:
@@ -69,11 +56,11 @@ class Link:
         if want == "none" and self.synchronize is not None:
             self.synchronize()           # nothing of ours left running on the GPU
         self.n += 1
-        _write(self.scratch / REQUEST, {"n": self.n, "want": want})
+        write_json(self.scratch / REQUEST, {"n": self.n, "want": want})
         if want == "shared":
             t0 = time.monotonic()
             parent = os.getppid()
-            while _read(self.scratch / GRANTED).get("n", 0) < self.n:
+            while read_json(self.scratch / GRANTED).get("n", 0) < self.n:
                 if os.getppid() != parent:
                     os._exit(3)
                 time.sleep(0.002)
@@ -118,7 +105,7 @@ class Desk:
         self.released = 0
 
     def serve(self) -> None:
-        request = _read(self.scratch / REQUEST)
+        request = read_json(self.scratch / REQUEST)
         n, want = request.get("n"), request.get("want")
         if not isinstance(n, int) or isinstance(n, bool) or n <= self.served or want not in WANTS:
             return
@@ -128,7 +115,7 @@ class Desk:
             self.released += 1
             return
         self.held.shared()
-        _write(self.scratch / GRANTED, {"n": n})
+        write_json(self.scratch / GRANTED, {"n": n})
 
 
 __all__ = ["Link", "Desk", "REQUEST", "GRANTED"]
