@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import importlib.util
 import json
 import statistics
 import sys
@@ -22,13 +21,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "bench" / "tasks"
-
-
-def load(name: str):
-    spec = importlib.util.spec_from_file_location(f"task_{name}", TASKS / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def median_ms(fn, inputs, torch, calls: int = 20) -> float:
@@ -55,6 +47,9 @@ def main() -> int:
     import triton
     from torch._inductor.utils import run_and_get_code
 
+    sys.path.insert(0, str(ROOT))
+    from kernelrag.verify.correctness import load_task
+
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     t0, rows = time.monotonic(), {}
@@ -62,7 +57,7 @@ def main() -> int:
         if time.monotonic() - t0 > args.budget_s:
             rows[name] = {"skipped": "budget"}
             continue
-        task = load(name)
+        task = load_task((TASKS / f"{name}.py").read_text(), name)
         torch.manual_seed(0)
         model = task.Model(*task.get_init_inputs()).cuda().eval()
         inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
