@@ -140,6 +140,15 @@ def explores_after(r: Round) -> bool:
     return r.drafter == "offline" and sc is not None and sc < 1.0
 
 
+def missed_tolerance(verdict: Any) -> bool:
+    """The candidate ran to the end and some outputs were out of the task's tolerance (not a
+    crash, a broken rule or NaNs never written): an accuracy failure, which the next offline
+    round answers with a more accurate dot path (``OfflineDrafter.draft(missed=...)``)."""
+    return (getattr(verdict, "status", None) == "incorrect" and not getattr(verdict, "error", None)
+            and (getattr(verdict, "mismatch_count", None) or 0) > 0
+            and not (getattr(verdict, "nonfinite_mismatch", None) or 0))
+
+
 class Loop:
     """One generate run; ``run()`` returns the GenerateResult."""
 
@@ -251,8 +260,10 @@ class Loop:
 
     def _offline_round(self, index: int, tried: set[str]) -> Round:
         start = time.perf_counter()
+        last = self.rounds[-1] if self.rounds else None
+        missed = self.extra[-1].get("method") if last is not None and missed_tolerance(last.verdict) else None
         d = self.drafter.draft(self.task, self.ctx.pattern, self.backend, exclude=tried,
-                          device=resolve_device(self.device))
+                               device=resolve_device(self.device), missed=missed)
         if not d.ok:
             return self._add_round(Round(index=index, drafter="offline", draft="", verdict=None,
                                          feedback=d.reason, error=d.reason, seconds=time.perf_counter() - start))

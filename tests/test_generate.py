@@ -344,3 +344,37 @@ def test_a_kernel_slower_than_torch_compile_on_a_gpu_hands_the_next_round_to_the
     assert session.seen == ["implicit_gemm", "channels_last"], result.reason     # stops once it beats compile
     assert result.ok and "k_major(x.reshape" in result.source and "round 2 of 2" in result.reason
     assert result.verdict.kernel_ms.median_ms == 2.0
+
+
+def test_an_out_of_tolerance_candidate_hands_the_next_round_a_more_accurate_dot_path(kernelrag_home):
+    """A stand-in for the GPU verifier (its verdicts made up here): the 3xTF32 GEMM misses the
+    tolerance by two elements, so round 2 drafts the same kernels on the bf16x6 path, which passes."""
+    from kernelrag.generate import Loop, Parts, missed_tolerance
+    from kernelrag.verify.verdict import Verdict
+
+    class FakeSession:
+        def __init__(self):
+            self.seen = []
+
+        def verify_source(self, task_src, candidate, **options):
+            accurate = '("bf16x6" if cuda' in candidate
+            self.seen.append("bf16x6" if accurate else "tf32x3" if '("tf32x3" if cuda' in candidate else "other")
+            if accurate:
+                return Verdict(ok=True, status="correct", reason="matches the reference", compiled=True,
+                               correct=True, device="cuda", gpu="NVIDIA H200", trials=7)
+            return Verdict(ok=False, status="incorrect", reason="compare[t4 large]: 2/33554432 out of tolerance",
+                           compiled=True, correct=False, device="cuda", gpu="NVIDIA H200", mismatch_count=2,
+                           nonfinite_mismatch=0, max_abs_err=0.027)
+
+    kr = KernelRAG(device="cpu")
+    retriever = kr._retriever()
+    session = FakeSession()
+    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
+                  notes=[], verifier=session)
+    task = Path(__file__).parents[1] / "bench" / "tasks" / "qk_scale_mask_softmax.py"
+    result = Loop(parts, task, max_rounds=2, write_back="evidence", use_memory=False).run()
+    assert session.seen == ["tf32x3", "bf16x6"], result.reason
+    assert result.ok and "round 2 of 2" in result.reason
+    crashed = Verdict(ok=False, status="incorrect", reason="x", error="Traceback ...", mismatch_count=None)
+    unwritten = Verdict(ok=False, status="incorrect", reason="x", mismatch_count=5, nonfinite_mismatch=5)
+    assert not missed_tolerance(crashed) and not missed_tolerance(unwritten) and not missed_tolerance(None)

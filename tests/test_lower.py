@@ -236,3 +236,39 @@ def test_few_long_rows_default_to_the_two_stage_split():
     assert "_partial_kernel" in d.source
     ref, out = run_both(src, d.source)
     assert_close(ref, out)
+
+
+def test_a_missed_tolerance_moves_the_dot_path_up_first():
+    from kernelrag.draft.lower.rank import accuracy_step, repair_order
+
+    combos = [("tf32x3", "looped"), ("tf32x3", "registers"), ("ieee", "registers"), ("bf16x6", "registers"),
+              ("bf16x6", "looped")]
+    missed = ("tf32x3", "registers")
+    assert repair_order(combos, missed) == [("bf16x6", "registers"), ("bf16x6", "looped"), ("ieee", "registers"),
+                                            ("tf32x3", "looped"), ("tf32x3", "registers")]
+    assert accuracy_step(("ieee", "registers"), missed) == 2 and accuracy_step(("tf32x3", "looped"), missed) == 0
+    assert repair_order(combos, ("ieee", "registers")) == combos          # nothing more accurate than ieee
+
+
+def test_the_drafter_answers_a_missed_tolerance_with_a_more_accurate_dot_path():
+    """qk_scale_mask_softmax on the H200 (2026-12-05): 3xTF32 logits missed the large-magnitude
+    trial, and the graph's ranking gave round 2 another row kernel on the same 3xTF32 GEMM."""
+    from kernelrag.draft.offline import OfflineDrafter
+    from kernelrag.memory.skills import SkillLibrary
+    from kernelrag.patterns import op_pattern
+
+    class Graph(_Graph):          # evidence for the looped row kernel, none for the dot paths
+        def __init__(self):
+            super().__init__({"recompute_over_store": 0.9, "row_in_registers": 0.5})
+
+    src = (TASKS / "qk_scale_mask_softmax.py").read_text()
+    pattern = op_pattern(src)
+    empty = FIXTURES / "no-skills"
+    drafter = OfflineDrafter(SkillLibrary(seed_dir=empty, learned_dir=empty), graph=Graph())
+    first = drafter.draft(src, pattern, device="cpu")
+    assert first.ok and first.method.startswith("lowering:tf32x3+"), first.method
+    plain = drafter.draft(src, pattern, device="cpu", exclude={first.method, "codegen"})
+    assert plain.method.startswith("lowering:tf32x3+"), plain.method          # evidence alone keeps 3xTF32
+    repaired = drafter.draft(src, pattern, device="cpu", exclude={first.method, "codegen"}, missed=first.method)
+    assert repaired.method.startswith("lowering:bf16x6+"), repaired.method     # the smaller step up first
+    assert "bf16x6" in repaired.transformations

@@ -133,6 +133,15 @@ def lowering_plans(task: Task, pattern: "OpPattern", notes: list[str], graph: An
                  f"(variants {', '.join(c)})", c, 0.98 - 0.001 * k) for k, c in enumerate(combos)]
 
 
+def _repair_first(plans: list[Plan], missed: tuple[str, ...]) -> list[Plan]:
+    """The lowering plans that make ``missed``'s dot paths more accurate, ahead of every other plan."""
+    from kernelrag.draft.lower.rank import accuracy_step, repair_order
+
+    lowering = {tuple(p.skill): p for p in plans if p.kind == "lowering"}
+    first = [lowering[c] for c in repair_order(list(lowering), missed) if accuracy_step(c, missed)]
+    return first + [p for p in plans if p not in first]
+
+
 class OfflineDrafter:
     """Drafts from the skill library (and codegen); one candidate per call, best untried first.
 
@@ -225,8 +234,12 @@ class OfflineDrafter:
                            reason=f"instantiated skill {skill.name}{note}")
 
     def draft(self, task: "Task | str", pattern: "OpPattern", backend: str = "triton",
-              exclude: set[str] | frozenset[str] = frozenset(), device: str | None = None) -> DraftResult:
-        """The best candidate whose key (skill name or "codegen") is not in ``exclude``."""
+              exclude: set[str] | frozenset[str] = frozenset(), device: str | None = None,
+              missed: str | None = None) -> DraftResult:
+        """The best candidate whose key (skill name or "codegen") is not in ``exclude``.
+
+        ``missed``: the key of a candidate that ran but missed the task's tolerance; where it was a
+        lowering, the combinations that move its regions to a more accurate dot path go first."""
         sig = getattr(pattern, "signature", "unknown")
         try:
             task = Task.of(task)
@@ -234,6 +247,8 @@ class OfflineDrafter:
         except Exception as exc:    # the task's own code failed while loading
             return DraftResult(ok=False, method="offline", pattern=sig,
                                reason=f"could not load the task ({type(exc).__name__}: {exc})")
+        if missed and missed.startswith("lowering:"):
+            plans = _repair_first(plans, tuple(missed.removeprefix("lowering:").split("+")))
         failed: list[str] = []
         for p in plans:
             if p.key in exclude:

@@ -12,6 +12,12 @@ as ``bench/conv_variants.py``, or earlier rounds), the measured speedups decide 
 score counts successes only, so two variants that both lost to torch.compile scored
 alike, and on the H200 (2026-12-02) implicit GEMM stayed first for conv3d > group_norm >
 silu at 0.45x while channels-last ran the same task at 0.94x.
+
+A candidate that ran but missed the task's tolerance says nothing about speed: its next round
+moves a region off the inexact dot path it used (``repair_order``), whatever the evidence on the
+other variants. On the H200 (2026-12-05) qk_scale_mask_softmax failed its large-magnitude trial
+on 3xTF32 logits (exp amplifies their error), and its second round, ranked by the graph, kept
+3xTF32 and changed the row kernel instead.
 """
 from __future__ import annotations
 
@@ -23,6 +29,29 @@ VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_
                           "block1024": "elementwise_fusion",
                           "direct": "direct_convolution", "ieee": "ieee_fp32_dot",
                           "per_channel": "per_channel_hoisting"}
+
+
+# The fp32 dot paths of the GEMM template, least accurate first (templates/gemm.py documents them).
+DOT_ACCURACY = ("tf32x3", "bf16x6", "ieee")
+
+
+def accuracy_step(combo: tuple[str, ...], missed: tuple[str, ...]) -> int:
+    """How far ``combo`` moves a region of ``missed`` up ``DOT_ACCURACY`` (the smallest such step;
+    0 when it moves none)."""
+    if len(combo) != len(missed):
+        return 0
+    steps = [DOT_ACCURACY.index(c) - DOT_ACCURACY.index(m) for c, m in zip(combo, missed)
+             if c in DOT_ACCURACY and m in DOT_ACCURACY and DOT_ACCURACY.index(c) > DOT_ACCURACY.index(m)]
+    return min(steps, default=0)
+
+
+def repair_order(combos: list[tuple[str, ...]], missed: tuple[str, ...]) -> list[tuple[str, ...]]:
+    """``combos`` after the combination ``missed`` ran and missed the tolerance: first those that put
+    a region of ``missed`` on a more accurate dot path, the smaller step first (bf16x6 before
+    ieee: about 3xTF32's time against several times it); the rest keep their order."""
+    steps = [accuracy_step(c, missed) for c in combos]
+    ranked = sorted(range(len(combos)), key=lambda k: (steps[k] == 0, steps[k], k))
+    return [combos[k] for k in ranked]
 
 
 def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) -> list[tuple[str, ...]]:
