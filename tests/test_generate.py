@@ -314,11 +314,22 @@ def test_memory_passes_over_a_skill_whose_constructor_does_not_fit_the_task(kern
     assert memory_skill(parts, op_pattern(smoothed), "triton", smoothed) is None
 
 
+def run_suite_task(name: str, session, max_rounds: int):
+    """The offline generate loop on ``bench/tasks/<name>.py`` with ``session`` as its verifier."""
+    from kernelrag.generate import Loop, Parts
+
+    kr = KernelRAG(device="cpu")
+    retriever = kr._retriever()
+    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
+                  notes=[], verifier=session)
+    task = Path(__file__).parents[1] / "bench" / "tasks" / f"{name}.py"
+    return Loop(parts, task, max_rounds=max_rounds, write_back="evidence", use_memory=False).run()
+
+
 def test_a_kernel_slower_than_torch_compile_on_a_gpu_hands_the_next_round_to_the_next_variant(kernelrag_home):
     """A stand-in for the GPU verifier (numbers made up here): the NCHW implicit GEMM loses to
     torch.compile, so round 2 drafts the next variant the graph ranks (channels-last), which
     is faster and kept; both rounds are evidence."""
-    from kernelrag.generate import Loop, Parts
     from kernelrag.verify.verdict import Timing, Verdict
 
     class FakeSession:
@@ -334,13 +345,8 @@ def test_a_kernel_slower_than_torch_compile_on_a_gpu_hands_the_next_round_to_the
                            triton_version="3.6.0", kernel_ms=Timing(ms, 0.01, 100), eager_ms=Timing(4.0, 0.01, 100),
                            compile_ms=Timing(3.5, 0.01, 100), speedup_vs_eager=4.0 / ms, speedup_vs_compile=3.5 / ms)
 
-    kr = KernelRAG(device="cpu")
-    retriever = kr._retriever()
     session = FakeSession()
-    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
-                  notes=[], verifier=session)
-    task = Path(__file__).parents[1] / "bench" / "tasks" / "conv2d_bias_relu.py"
-    result = Loop(parts, task, max_rounds=3, write_back="evidence", use_memory=False).run()
+    result = run_suite_task("conv2d_bias_relu", session, max_rounds=3)
     assert session.seen == ["implicit_gemm", "channels_last"], result.reason     # stops once it beats compile
     assert result.ok and "k_major(x.reshape" in result.source and "round 2 of 2" in result.reason
     assert result.verdict.kernel_ms.median_ms == 2.0
@@ -349,7 +355,7 @@ def test_a_kernel_slower_than_torch_compile_on_a_gpu_hands_the_next_round_to_the
 def test_an_out_of_tolerance_candidate_hands_the_next_round_a_more_accurate_dot_path(kernelrag_home):
     """A stand-in for the GPU verifier (its verdicts made up here): the 3xTF32 GEMM misses the
     tolerance by two elements, so round 2 drafts the same kernels on the bf16x6 path, which passes."""
-    from kernelrag.generate import Loop, Parts, missed_tolerance
+    from kernelrag.generate import missed_tolerance
     from kernelrag.verify.verdict import Verdict
 
     class FakeSession:
@@ -366,13 +372,8 @@ def test_an_out_of_tolerance_candidate_hands_the_next_round_a_more_accurate_dot_
                            compiled=True, correct=False, device="cuda", gpu="NVIDIA H200", mismatch_count=2,
                            nonfinite_mismatch=0, max_abs_err=0.027)
 
-    kr = KernelRAG(device="cpu")
-    retriever = kr._retriever()
     session = FakeSession()
-    parts = Parts(settings=kr.settings, library=kr.library, retriever=retriever, graph=retriever.graph,
-                  notes=[], verifier=session)
-    task = Path(__file__).parents[1] / "bench" / "tasks" / "qk_scale_mask_softmax.py"
-    result = Loop(parts, task, max_rounds=2, write_back="evidence", use_memory=False).run()
+    result = run_suite_task("qk_scale_mask_softmax", session, max_rounds=2)
     assert session.seen == ["tf32x3", "bf16x6"], result.reason
     assert result.ok and "round 2 of 2" in result.reason
     crashed = Verdict(ok=False, status="incorrect", reason="x", error="Traceback ...", mismatch_count=None)
