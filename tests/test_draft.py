@@ -232,3 +232,26 @@ def test_on_a_gpu_an_exact_skill_slower_than_compile_comes_after_the_composed_ke
     first_lowering = next(i for i, k in enumerate(keys) if k.startswith("lowering:"))
     assert keys.index("bmm_tiled") > first_lowering and "torch.compile" in on_gpu[keys.index("bmm_tiled")].why
     assert on_cpu[0].key == "bmm_tiled"                  # no timing there: the exact skill first
+
+
+def test_on_a_gpu_an_exact_skill_that_lost_on_these_shapes_comes_after_the_composed_kernels(library, tmp_path):
+    """matmul_tall_skinny on the H200 (2026-12-05): the matmul_tf32x3 skill, 1.61x torch.compile
+    at 4096^3, ran at 0.57-0.85x on (32768, 16) @ (16, 32768) and still came first."""
+    from kernelrag.memory.graph import ReasoningGraph
+
+    settings = load_settings(home=tmp_path)
+    ref = REPO_ROOT / "bench" / "tasks" / "matmul_tall_skinny.py"
+    pattern = op_pattern(ref)
+    shapes = pattern.regime["input_shapes"]
+    graph = ReasoningGraph(settings, seed_dir=tmp_path / "no-seed", with_skills=False)
+    for speedup, regime in ((0.57, shapes), (0.85, shapes), (1.6, [[4096, 4096], [4096, 4096]])):
+        graph.record_outcome(pattern, ["tiling"], "NVIDIA H200", "success" if speedup > 1 else "slower",
+                             speedup_vs_compile=speedup, regime={"input_shapes": regime}, skill="matmul_tf32x3")
+    assert sorted(graph.skill_speedups(pattern, "matmul_tf32x3", shapes)) == [0.57, 0.85]
+    plans, _ = OfflineDrafter(library, graph).plan(ref.read_text(), pattern, device="cuda")
+    keys = [p.key for p in plans]
+    first_lowering = next(i for i, k in enumerate(keys) if k.startswith("lowering:"))
+    assert keys.index("matmul_tf32x3") > first_lowering, keys
+    assert "0.71x torch.compile on these shapes" in plans[keys.index("matmul_tf32x3")].why
+    plans, _ = OfflineDrafter(library).plan(ref.read_text(), pattern, device="cuda")
+    assert plans[0].key == "matmul_tf32x3"              # without the graph: its own 1.61x puts it first

@@ -24,6 +24,7 @@ from __future__ import annotations
 import ast
 import inspect
 import re
+import statistics
 import tomllib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -194,19 +195,21 @@ class OfflineDrafter:
 
         exact = sorted((s for s in usable if s.pattern == pattern.signature),
                        key=lambda s: (_STATE_ORDER.get(s.review_state, 9), -(s.provenance.get("speedup_vs_eager") or 0)))
-        # on a GPU, an exact skill measured slower than torch.compile goes after the composed
-        # kernels (untried, they may win); it stays ahead of the merely similar skills
-        slow = [s for s in exact if device == "cuda" and _loses_to_compile(s)]
+        # on a GPU, an exact skill measured slower than torch.compile, by its own measurement or
+        # on this task's very shapes, goes after the composed kernels (untried, they may win); it
+        # stays ahead of the merely similar skills
+        slow = {s.name: why for s in exact if device == "cuda" and (why := self._loses_here(s, pattern))}
         for s in exact:
-            if s not in slow:
+            if s.name not in slow:
                 add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state})", 1.0)
         if backend == "triton":   # codegen says for itself whether the task is a chain (a meta trace)
             plans.append(Plan("codegen", "codegen", f"{pattern.signature} may be an elementwise chain: "
                                                     "generate one fused Triton kernel", 0.99))
             plans.extend(lowering_plans(task, pattern, notes, self.graph))
-        for s in slow:
-            add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state}); tried after "
-                   f"the composed kernels: measured at {s.provenance['speedup_vs_compile']:.2f}x torch.compile", 0.98)
+        for s in exact:
+            if s.name in slow:
+                add(s, f"skill {s.name} implements exactly {pattern.signature} ({s.review_state}); tried after "
+                       f"the composed kernels: {slow[s.name]}", 0.98)
         exact_names = {s.name for s in exact}
         for m in self.library.find(pattern, category=pattern.category, k=8):
             if m.skill.name in exact_names or m.skill.backend != backend or m.score < SIMILAR_MIN or m.skill.template:
@@ -214,6 +217,24 @@ class OfflineDrafter:
             add(m.skill, f"skill {m.skill.name} ({m.skill.pattern}) is similar to {pattern.signature} "
                          f"(similarity {m.score:.2f})", m.score)
         return plans, notes
+
+    def _loses_here(self, skill: "Skill", pattern: "OpPattern") -> str | None:
+        """Why ``skill`` is known to lose to torch.compile on this task: the median of its timings
+        on these very input shapes (the graph's evidence) or, with none, its own measurement."""
+        shapes = (getattr(pattern, "regime", None) or {}).get("input_shapes")
+        here: list[float] = []
+        if self.graph is not None and shapes:
+            try:
+                here = self.graph.skill_speedups(pattern, skill.name, shapes)
+            except Exception:          # a graph that cannot answer leaves the skill's own figure
+                here = []
+        if here:
+            median = statistics.median(here)
+            return (f"measured at {median:.2f}x torch.compile on these shapes (median of {len(here)})"
+                    if median < 1.0 else None)
+        if _loses_to_compile(skill):
+            return f"measured at {skill.provenance['speedup_vs_compile']:.2f}x torch.compile"
+        return None
 
     def closest(self, pattern: "OpPattern", k: int = 3) -> list[str]:
         if not getattr(pattern, "known", False):

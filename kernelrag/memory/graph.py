@@ -404,6 +404,21 @@ class ReasoningGraph:
                     out.append(failure(r))
         return sorted(out, key=lambda f: f.date, reverse=True)
 
+    def skill_speedups(self, pattern: "str | OpPattern", skill: str, input_shapes: list | None,
+                       gpu: str | None = None) -> list[float]:
+        """The speedups against torch.compile that ``skill`` was timed at on exactly this pattern
+        and these input shapes (one per record, tuned rounds included)."""
+        sig = _signature(pattern)
+        shapes = [list(s) for s in input_shapes or []]
+        seen, out = set(), []
+        for tid in self._evidence_edges(sig):
+            for r in self._records(sig, tid, gpu):
+                if (r.get("skill") == skill and r["rid"] not in seen and r.get("speedup_vs_compile")
+                        and [list(s) for s in (r.get("regime") or {}).get("input_shapes") or []] == shapes):
+                    seen.add(r["rid"])
+                    out.append(float(r["speedup_vs_compile"]))
+        return out
+
     def skills_for(self, pattern: "str | OpPattern") -> list[str]:
         pid = f"pattern:{_signature(pattern)}"
         if pid not in self.g:
