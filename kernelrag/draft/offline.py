@@ -8,9 +8,10 @@ Plan for a task, best first:
   1. skills whose pattern is exactly the task's (approved > verified > draft),
   2. a generated fused kernel when the task is an elementwise chain (codegen),
   3. the task lowered onto kernel templates (``draft.lower``): one plan per variant
-     combination, in the order the reasoning graph's evidence ranks them (``lower.rank``),
-  4. on a GPU, the exact skills whose own measurement was slower than torch.compile
-     (they come after 1 there),
+     combination, in the order the reasoning graph's evidence ranks them (``lower.rank``);
+     after a candidate that missed the tolerance, those on a more accurate dot path first,
+  4. on a GPU, the exact skills that were slower than torch.compile on the task's input
+     shapes (the graph's records) or else in their own measurement (they come after 1 there),
   5. skills of the same category with pattern similarity >= SIMILAR_MIN.
 Template skills (``skills/templates/``) are never replayed: the lowering drafts their
 kernels for the task at hand. A skill is used only when its ``ModelNew`` constructor accepts the task's
