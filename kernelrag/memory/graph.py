@@ -393,31 +393,29 @@ class ReasoningGraph:
                              f"{', '.join(sorted(self.vocabulary))}", usage=True)
         return evidence(sig, transformation, self._records(sig, transformation, None))
 
-    def failures(self, pattern: "str | OpPattern", gpu: str | None = None) -> list[Failure]:
-        """Attempts on ``pattern`` that failed or lost (negative knowledge), newest first."""
-        sig = _signature(pattern)
+    def _pattern_records(self, sig: str, gpu: str | None) -> list[dict[str, Any]]:
+        """Every record on ``sig`` once (a record with several transformations sits on each edge)."""
         seen, out = set(), []
         for tid in self._evidence_edges(sig):
             for r in self._records(sig, tid, gpu):
-                if r["outcome"] != "success" and r["rid"] not in seen:
+                if r["rid"] not in seen:
                     seen.add(r["rid"])
-                    out.append(failure(r))
+                    out.append(r)
+        return out
+
+    def failures(self, pattern: "str | OpPattern", gpu: str | None = None) -> list[Failure]:
+        """Attempts on ``pattern`` that failed or lost (negative knowledge), newest first."""
+        out = [failure(r) for r in self._pattern_records(_signature(pattern), gpu) if r["outcome"] != "success"]
         return sorted(out, key=lambda f: f.date, reverse=True)
 
     def skill_speedups(self, pattern: "str | OpPattern", skill: str, input_shapes: list | None,
                        gpu: str | None = None) -> list[float]:
         """The speedups against torch.compile that ``skill`` was timed at on exactly this pattern
         and these input shapes (one per record, tuned rounds included)."""
-        sig = _signature(pattern)
         shapes = [list(s) for s in input_shapes or []]
-        seen, out = set(), []
-        for tid in self._evidence_edges(sig):
-            for r in self._records(sig, tid, gpu):
-                if (r.get("skill") == skill and r["rid"] not in seen and r.get("speedup_vs_compile")
-                        and [list(s) for s in (r.get("regime") or {}).get("input_shapes") or []] == shapes):
-                    seen.add(r["rid"])
-                    out.append(float(r["speedup_vs_compile"]))
-        return out
+        return [float(r["speedup_vs_compile"]) for r in self._pattern_records(_signature(pattern), gpu)
+                if r.get("skill") == skill and r.get("speedup_vs_compile")
+                and [list(s) for s in (r.get("regime") or {}).get("input_shapes") or []] == shapes]
 
     def skills_for(self, pattern: "str | OpPattern") -> list[str]:
         pid = f"pattern:{_signature(pattern)}"
