@@ -9,7 +9,8 @@
 # (bench/isolation_starts.py: a sandboxed worker's start step by step), bf16gemm
 # (bench/bf16_gemm.py: bf16 GEMM designs side by side), verifygpu
 # (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
-# (bench/conv_variants.py: the conv template's layouts side by side), profile
+# (bench/conv_variants.py: the conv template's layouts side by side), rowcfg
+# (bench/rowwise_configs.py: the row-wise kernels' long-row configurations beside torch.compile), profile
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
 # (bench/inductor_kernels.py: torch.compile's kernels' text), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
@@ -56,6 +57,9 @@ for step in "$@"; do
                   --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
     verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
                   --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
+    rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
+                timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-h200-$day.json" \
+                  --budget-s $((secs - 60)) ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
                   2>&1 | tail -30 ;;
     profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)

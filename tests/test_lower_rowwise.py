@@ -357,3 +357,33 @@ def test_the_chunked_kernels_compile_for_sm90(tmp_path):
     results = compile_cases(cases, tmp_path)
     assert len(results) == 9 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
     assert all(r["spill_bytes"] in (0, None) for r in results), results
+
+
+def test_long_rows_list_their_launch_configurations_and_each_computes_the_same():
+    """The looped passes over long rows launch CONFIGS[0]; the configuration search pins another
+    (``pinned_source``), which then launches and still matches the reference. Short rows list none."""
+    import tempfile
+
+    from cuda_compile import load, record
+    from kernelrag.memory.tuning import pinned_source, source_configs
+    from kernelrag.task import load_task
+
+    src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=LONG)
+    d = lower(src, "ln", ("looped",))
+    assert d.ok, d.reason
+    configs = source_configs(d.source)
+    assert configs[0] == {"BLOCK_R": 2048, "num_warps": 16} and len(configs) > 4
+    for k, cfg in enumerate((configs[1], configs[-1])):
+        pinned = pinned_source(d.source, cfg)
+        with tempfile.TemporaryDirectory() as folder:
+            cand = load(pinned, os.path.join(folder, f"cand_ln_cfg{k}.py"))
+            launches = record(cand, execute=False)
+            t = load_task(src, f"ln_cfg_task{k}")
+            cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        [launch] = launches
+        assert (launch["kwargs"]["BLOCK_R"], launch["options"]["num_warps"]) == (cfg["BLOCK_R"], cfg["num_warps"])
+        ref, out = run_both(src, pinned)
+        assert_close(ref, out, rtol=1e-3, atol=1e-3)
+    short = lower(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims="batch_size = 3\ndim = 3000"),
+                  "ln", ("looped",))
+    assert short.ok and source_configs(short.source) == []

@@ -48,7 +48,7 @@ class Region:
 
 @dataclass
 class Emitted:
-    kernels: list[str]            # @triton.jit source texts (helpers first)
+    kernels: list[str]            # @triton.jit source texts (helpers first) and module-level tables, written once
     launcher: str                 # the Python launcher's source text
     launcher_name: str
     transformations: list[str]    # ids from memory/data/transformations.toml

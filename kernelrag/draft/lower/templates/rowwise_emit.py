@@ -6,8 +6,8 @@ from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
-from kernelrag.draft.lower.templates.rowwise_sizes import (LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, loops_at_traced_size,
-                                                             row_limit)
+from kernelrag.draft.lower.templates.rowwise_sizes import (LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, configs_source,
+                                                             long_rows_at_traced_size, loops_at_traced_size, row_limit)
 
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
          "argmax": "float('-inf')", "argmin": "float('inf')"}
@@ -369,15 +369,16 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     else:
         body += w.registers_path("    ")
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
-    kernels = helpers(w) + [kernel]
-    return Emitted(kernels=kernels, launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback),
+    configs = long_rows_at_traced_size(t, graph, region, variant, looped_ok)
+    return Emitted(kernels=([configs_source()] if configs else []) + helpers(w) + [kernel],
+                   launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback, configs),
                    launcher_name=name, transformations=_transformations(_as_run(w, variant, looped_ok),
                                                                         graph, region),
                    doc=_doc(graph, region, variant))
 
 
 def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, looped_ok: bool,
-              dens: list[int], fallback: tuple[str, str] | None) -> str:
+              dens: list[int], fallback: tuple[str, str] | None, configs: bool = False) -> str:
     g = w.g
     params = [f"a{k}" for k in range(len(w.loads))]
     tensors = C.tensor_params(g, w.loads, params)
@@ -402,6 +403,9 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
         lines += [f"    block_r = triton.next_power_of_2(n_red) if fits else {LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024"]
     lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else "
               f"({LOOP_WARPS_LONG} if n_red >= {WIDE_LOOP_ROW} else 4)"]
+    lines += [f"    if not fits and n_red >= {WIDE_LOOP_ROW}:   # long rows: the launch configuration CONFIGS[0] names",
+              "        block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], triton.next_power_of_2(n_red))",
+              "        num_warps = CONFIGS[0].num_warps"] if configs else []
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")

@@ -36,6 +36,14 @@ REGISTER_ROW_VALUES = 49152    # lane values a program holds: 96 a thread at 16 
 LOOP_BLOCK = 2048
 WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
 LOOP_WARPS_LONG = 16
+# The looped passes over rows of WIDE_LOOP_ROW or more launch the first of these (lanes per
+# chunk, warps); the module lists them all as ``CONFIGS`` so that the configuration search
+# (``memory.config_search``) verifies the others on the GPU, pins the fastest and records
+# each one as graph evidence. Lanes per thread (BLOCK_R / 32 / warps) set how many 16-byte
+# loads a thread has in flight per chunk; warps and registers set how many rows an SM keeps
+# in flight, and so whether the re-read of a row still finds it in L2.
+LONG_ROW_CONFIGS = ((LOOP_BLOCK, LOOP_WARPS_LONG), (4096, 16), (2048, 8), (4096, 8), (8192, 16), (1024, 4),
+                    (4096, 32))
 # Longer rows still: at 32768 fp32 (128 KB) four resident 16-warp programs an SM hold 67 MB
 # of rows, and the looped softmax read 6.42 GB where torch.compile's kernel, at about half
 # the occupancy, read 4.27 GB, the minimum (ncu, H200, 2026-12-02: 1.50 ms against 1.04).
@@ -91,3 +99,19 @@ def chunk_lines(kept: list[int], red: tuple[int, ...], target_programs: int) -> 
             f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({target_programs}, max(n_rows, 1))))",
             "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
             "    n_split = triton.cdiv(n_red, chunk)"]
+
+
+def configs_source() -> str:
+    """The module-level ``CONFIGS`` list of a draft whose row-wise kernels loop over long rows."""
+    rows = "".join(f"    triton.Config({{\"BLOCK_R\": {b}}}, num_warps={w}),\n" for b, w in LONG_ROW_CONFIGS)
+    return ("# The row-wise kernels' looped passes over rows of " + str(WIDE_LOOP_ROW) + " elements or more launch\n"
+            "# CONFIGS[0]; on a GPU the configuration search verifies the others and pins the fastest.\n"
+            "CONFIGS = [\n" + rows + "]\n")
+
+
+def long_rows_at_traced_size(t, graph: Graph, region: Region, variant: str, looped_ok: bool) -> bool:
+    """The kernel runs its looped passes over rows of WIDE_LOOP_ROW or more at the traced size:
+    the launch configuration then comes from ``CONFIGS``."""
+    n_red = row_counts(region)[1]
+    loops = variant in ("looped", "three_pass") or loops_at_traced_size(t, graph, region)
+    return looped_ok and loops and n_red >= WIDE_LOOP_ROW
