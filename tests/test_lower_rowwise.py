@@ -206,10 +206,12 @@ def test_the_column_variant_keeps_torchs_nan_rule_too(op):
     torch.testing.assert_close(out, ref, equal_nan=True)
 
 
-@pytest.mark.parametrize("dims, warps, block", [(LONG, 16, 2048), ("batch_size = 3\ndim = 3000", 4, 1024)])
-def test_long_rows_loop_at_16_warps_so_the_rows_in_flight_fit_in_l2(dims, warps, block):
+@pytest.mark.parametrize("dims, warps, block", [(LONG, 32, 4096), ("batch_size = 3\ndim = 16384", 16, 4096),
+                                                ("batch_size = 3\ndim = 3000", 4, 1024)])
+def test_long_rows_loop_at_16_warps_or_more_so_the_rows_in_flight_fit_in_l2(dims, warps, block):
     """At 4 warps an H200 SM holds 16 programs: rows of 16384 fp32 then overflow L2 before their
-    second read (layer and RMS norm at 57-63% of the roofline, 2026-12-02)."""
+    second read (layer and RMS norm at 57-63% of the roofline, 2026-12-02); rows of 32768 run
+    two 32-warp programs an SM (the survey of 2026-12-05)."""
     import tempfile
 
     from cuda_compile import load, record
@@ -372,7 +374,7 @@ def test_long_rows_list_their_launch_configurations_and_each_computes_the_same()
     d = lower(src, "ln", ("looped",))
     assert d.ok, d.reason
     configs = source_configs(d.source)
-    assert configs[0] == {"BLOCK_R": 2048, "num_warps": 16} and len(configs) > 4
+    assert configs[0] == {"BLOCK_R": 4096, "num_warps": 32} and len(configs) > 4     # rows of 33000
     for k, cfg in enumerate((configs[1], configs[-1])):
         pinned = pinned_source(d.source, cfg)
         with tempfile.TemporaryDirectory() as folder:

@@ -89,8 +89,9 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
     seen: set[str] = set()
     for e in emitted:
         for k in e.kernels:
-            if k not in seen:
-                seen.add(k)
+            configs = "\nCONFIGS = [" in "\n" + k     # one module-level list: the first region's
+            if k not in seen and not (configs and "CONFIGS" in seen):
+                seen.update({k, "CONFIGS"} if configs else {k})
                 parts.append(k)
         parts.append(e.launcher)
     parts.append("class ModelNew(nn.Module):\n" + init_text + "\n    def forward(self, "

@@ -6,8 +6,8 @@ from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
-from kernelrag.draft.lower.templates.rowwise_sizes import (LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, configs_source,
-                                                             long_rows_at_traced_size, loops_at_traced_size, row_limit)
+from kernelrag.draft.lower.templates import rowwise_sizes as S
+from kernelrag.draft.lower.templates.rowwise_sizes import LOOP_BLOCK, LOOP_WARPS_LONG, WIDE_LOOP_ROW, loops_at_traced_size, row_limit
 
 _INIT = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')", "prod": "1.0",
          "argmax": "float('-inf')", "argmin": "float('inf')"}
@@ -369,8 +369,8 @@ def emit_rowwise(t, graph: Graph, region: Region, variant: str, name: str,
     else:
         body += w.registers_path("    ")
     kernel = (f"@triton.jit\ndef {kname}(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n")
-    configs = long_rows_at_traced_size(t, graph, region, variant, looped_ok)
-    return Emitted(kernels=([configs_source()] if configs else []) + helpers(w) + [kernel],
+    configs = S.long_rows_at_traced_size(t, graph, region, variant, looped_ok)
+    return Emitted(kernels=([S.configs_source(S.row_counts(region)[1])] if configs else []) + helpers(w) + [kernel],
                    launcher=_launcher(w, region, name, kname, variant, looped_ok, dens, fallback, configs),
                    launcher_name=name, transformations=_transformations(_as_run(w, variant, looped_ok),
                                                                         graph, region),

@@ -32,18 +32,28 @@ REGISTER_ROW_VALUES = 49152    # lane values a program holds: 96 a thread at 16 
 # against the H200's 50 MB L2, so the second read went to HBM (layer/RMS norm at 16384:
 # 61-63% of the roofline, 0.76-0.80x torch.compile on 2026-12-02). At 16 warps a layer
 # norm's looped kernel takes 40 registers on sm_90 (ptxas): three programs an SM, 25 MB in
-# flight, and each chunk is one 16-byte load per thread (LOOP_BLOCK / 512 threads).
-LOOP_BLOCK = 2048
+# flight. The chunk of a long row is 4096 lanes: 8 values a thread at 16 warps, two 16-byte
+# loads in flight per chunk (see the survey below; 2048 lanes until 2026-12-05).
+LOOP_BLOCK = 4096
 WIDE_LOOP_ROW = 8192           # from this row length the looped passes run LOOP_BLOCK at 16 warps
 LOOP_WARPS_LONG = 16
-# The looped passes over rows of WIDE_LOOP_ROW or more launch the first of these (lanes per
-# chunk, warps); the module lists them all as ``CONFIGS`` so that the configuration search
-# (``memory.config_search``) verifies the others on the GPU, pins the fastest and records
-# each one as graph evidence. Lanes per thread (BLOCK_R / 32 / warps) set how many 16-byte
-# loads a thread has in flight per chunk; warps and registers set how many rows an SM keeps
-# in flight, and so whether the re-read of a row still finds it in L2.
-LONG_ROW_CONFIGS = ((LOOP_BLOCK, LOOP_WARPS_LONG), (4096, 16), (2048, 8), (4096, 8), (8192, 16), (1024, 4),
-                    (4096, 32))
+# The looped passes over rows of WIDE_LOOP_ROW or more launch the first (lanes per chunk,
+# warps) of the list for their row length at the traced size; the module lists them all as
+# ``CONFIGS``, so that the configuration search (``memory.config_search``) verifies the
+# others on the GPU, pins the fastest and records each as graph evidence. Lanes per thread
+# set the loads a thread has in flight per chunk; warps and registers set how many rows an
+# SM keeps in flight, and so whether a row's re-read still finds it in L2. The survey
+# (``bench/rowwise_configs.py``, H100, 2026-12-05, against torch.compile in the same run):
+# at rows of 32768 fp32 (128 KB) 4096 lanes at 32 warps (at most two programs an SM: 34 MB
+# of rows in flight on 132 SMs) won everywhere: three-pass softmax 0.65x -> 1.00x, scaled
+# softmax 0.59x -> 0.92x, log-softmax 0.61x -> 0.92x, softmax entropy 0.88x -> 1.34x (the
+# looped passes). At 16384, 4096 lanes at 16 warps for layer norm (0.72x -> 0.92x) and
+# layer norm then ReLU plus x (0.73x -> 0.90x), at 32 warps for RMS norm then SiLU (0.72x
+# -> 0.99x, where 16 warps ran 0.72x): the register count moves the winner, so both lead.
+LONG_ROW_CONFIGS = {
+    32768: ((4096, 32), (4096, 16), (8192, 16), (2048, 16), (2048, 8), (1024, 4)),
+    WIDE_LOOP_ROW: ((LOOP_BLOCK, LOOP_WARPS_LONG), (4096, 32), (8192, 16), (2048, 16), (2048, 8), (1024, 4)),
+}
 # Longer rows still: at 32768 fp32 (128 KB) four resident 16-warp programs an SM hold 67 MB
 # of rows, and the looped softmax read 6.42 GB where torch.compile's kernel, at about half
 # the occupancy, read 4.27 GB, the minimum (ncu, H200, 2026-12-02: 1.50 ms against 1.04).
@@ -101,9 +111,15 @@ def chunk_lines(kept: list[int], red: tuple[int, ...], target_programs: int) -> 
             "    n_split = triton.cdiv(n_red, chunk)"]
 
 
-def configs_source() -> str:
-    """The module-level ``CONFIGS`` list of a draft whose row-wise kernels loop over long rows."""
-    rows = "".join(f"    triton.Config({{\"BLOCK_R\": {b}}}, num_warps={w}),\n" for b, w in LONG_ROW_CONFIGS)
+def long_row_configs(n_red: int) -> tuple[tuple[int, int], ...]:
+    """(lanes per chunk, warps) for looped passes over rows of ``n_red`` elements, the first launched."""
+    return LONG_ROW_CONFIGS[max(k for k in LONG_ROW_CONFIGS if k <= max(n_red, WIDE_LOOP_ROW))]
+
+
+def configs_source(n_red: int) -> str:
+    """The module-level ``CONFIGS`` list of a draft whose row-wise kernels loop over rows of
+    ``n_red`` elements at the traced size."""
+    rows = "".join(f"    triton.Config({{\"BLOCK_R\": {b}}}, num_warps={w}),\n" for b, w in long_row_configs(n_red))
     return ("# The row-wise kernels' looped passes over rows of " + str(WIDE_LOOP_ROW) + " elements or more launch\n"
             "# CONFIGS[0]; on a GPU the configuration search verifies the others and pins the fastest.\n"
             "CONFIGS = [\n" + rows + "]\n")
