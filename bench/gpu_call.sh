@@ -28,6 +28,7 @@ if [ -n "$home_from" ] && [ -d "$home_from" ] && [ ! -d "$work/home" ]; then
   mkdir -p "$work/home" && cp -r "$home_from"/. "$work/home"/ && echo "memory restored from $home_from"
 fi
 day=$(date +%F)
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]\+' | head -1 | tr 'H' 'h')   # h100, h200
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 for step in "$@"; do
   name=${step%%:*}; secs=${step##*:}
@@ -55,10 +56,11 @@ for step in "$@"; do
                   --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
     isolation)  timeout "$secs" python3 bench/isolation_overhead.py --device cuda --trials 3 --budget-s $((secs - 10)) \
                   --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
-    verifygpu)  timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-h200-$day.json" \
-                  --budget-s $((secs - 60)) 2>&1 | tail -60 ;;
+    verifygpu)  # VERIFYGPU_ARGS: more options (--skip cpu: the GPU fixtures only)
+                timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-$gpu-$day.json" \
+                  --budget-s $((secs - 60)) ${VERIFYGPU_ARGS:-} 2>&1 | tail -60 ;;
     rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
-                timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-h200-$day.json" \
+                timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-$gpu-$day.json" \
                   --budget-s $((secs - 60)) ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
                   2>&1 | tail -30 ;;
