@@ -379,3 +379,33 @@ def test_an_out_of_tolerance_candidate_hands_the_next_round_a_more_accurate_dot_
     crashed = Verdict(ok=False, status="incorrect", reason="x", error="Traceback ...", mismatch_count=None)
     unwritten = Verdict(ok=False, status="incorrect", reason="x", mismatch_count=5, nonfinite_mismatch=5)
     assert not missed_tolerance(crashed) and not missed_tolerance(unwritten) and not missed_tolerance(None)
+
+
+def test_a_composed_long_row_kernel_goes_through_the_configuration_search_on_a_gpu(kernelrag_home):
+    """Layer norm over rows of 16384: after the seed skill and the row held in registers, the
+    looped passes, which list their launch configurations; on a GPU (a stand-in verifier, times
+    made up here) the loop verifies the top ones and keeps the fastest, pinned, as its last round."""
+    from kernelrag.memory.tuning import source_configs
+    from kernelrag.verify.verdict import Timing, Verdict
+
+    class FakeSession:
+        def __init__(self):
+            self.pinned = []
+
+        def verify_source(self, task_src, candidate, **options):
+            configs = source_configs(candidate)
+            ms = 2.0 if configs else 2.5        # the seed skill and the row held in registers: slower
+            if len(configs) == 1:
+                self.pinned.append(configs[0])
+                ms = 1.0 + configs[0]["num_warps"] / 64
+            return Verdict(ok=True, status="correct", reason="matches the reference", compiled=True, correct=True,
+                           device="cuda", gpu="NVIDIA H200", timed=True, trials=5, torch_version="2.11.0",
+                           triton_version="3.6.0", kernel_ms=Timing(ms, 0.01, 100), eager_ms=Timing(3.0, 0.01, 100),
+                           compile_ms=Timing(1.5, 0.01, 100), speedup_vs_eager=3.0 / ms, speedup_vs_compile=1.5 / ms)
+
+    session = FakeSession()
+    result = run_suite_task("layer_norm", session, max_rounds=3)
+    assert result.ok and [r.drafter for r in result.rounds][-1] == "tune", result.reason
+    assert len(session.pinned) == 4 and session.pinned[0] == {"BLOCK_R": 4096, "num_warps": 16}
+    assert len(source_configs(result.source)) == 1
+    assert result.verdict.kernel_ms.median_ms == min(1.0 + c["num_warps"] / 64 for c in session.pinned)
