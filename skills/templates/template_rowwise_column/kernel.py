@@ -201,7 +201,7 @@ def rowwise_0_rows(a0):
     n_red = domain[1]
     out0 = torch.empty((domain[0], domain[2], ), dtype=a0.dtype, device=a0.device)
     fits = n_red <= 16384
-    block_r = triton.next_power_of_2(n_red) if fits else 2048 if n_red >= 8192 else 1024
+    block_r = triton.next_power_of_2(n_red) if fits else 4096 if n_red >= 8192 else 1024
     num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
     if n_rows > 0 and n_red > 0:
         rowwise_0_rows_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.view((domain[0], 1, domain[2],)).stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)

@@ -32,6 +32,18 @@ batch_size = 32
 dim = 8192
 
 
+# The row-wise kernels' looped passes over rows of 8192 elements or more launch
+# CONFIGS[0]; on a GPU the configuration search verifies the others and pins the fastest.
+CONFIGS = [
+    triton.Config({"BLOCK_R": 4096}, num_warps=16),
+    triton.Config({"BLOCK_R": 4096}, num_warps=32),
+    triton.Config({"BLOCK_R": 8192}, num_warps=16),
+    triton.Config({"BLOCK_R": 2048}, num_warps=16),
+    triton.Config({"BLOCK_R": 2048}, num_warps=8),
+    triton.Config({"BLOCK_R": 1024}, num_warps=4),
+]
+
+
 @triton.jit
 def _nan_max(a, b):
     # max as torch computes it, a NaN wins: tl.maximum and tl.max drop NaNs on a GPU
@@ -123,8 +135,11 @@ def rowwise_0(a0):
     n_red = domain[1]
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     fits = False
-    block_r = min(2048 if n_red >= 8192 else 1024, triton.next_power_of_2(n_red))
+    block_r = min(4096 if n_red >= 8192 else 1024, triton.next_power_of_2(n_red))
     num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
+    if not fits and n_red >= 8192:   # long rows: the launch configuration CONFIGS[0] names
+        block_r = min(CONFIGS[0].kwargs["BLOCK_R"], triton.next_power_of_2(n_red))
+        num_warps = CONFIGS[0].num_warps
     if n_rows > 0 and n_red > 0:
         rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
     return out0,
