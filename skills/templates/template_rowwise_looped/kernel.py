@@ -97,9 +97,12 @@ def rowwise_0_kernel(
             out0_lane = i1 * out0_s1
             v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0).to(tl.float32)
             v2 = (v0 * 0.125)
-            m_new = tl.maximum(acc1, tl.where(rmask, v2, float('-inf')))
-            m_ref = tl.where(m_new == float('-inf'), 0.0, m_new)   # no finite value yet: sums stay 0
-            acc4 = acc4 * tl.exp(acc1 - m_ref) + tl.where(rmask, tl.exp(v2 - m_ref), 0.0)
+            x_max = tl.where(rmask, v2, float('-inf'))
+            grows = x_max > acc1
+            m_new = tl.maximum(acc1, x_max)
+            e = tl.exp(tl.where(grows, acc1 - x_max, x_max - acc1))
+            e = tl.where(m_new == float('-inf'), 0.0, e)   # no finite value yet: sums stay 0
+            acc4 = tl.where(grows, acc4 * e + 1.0, acc4 + e)
             acc1 = m_new
         v3 = tl.reduce(acc1, 0, _nan_max)
         v6 = tl.sum(acc4 * tl.exp(acc1 - v3), axis=0)

@@ -229,13 +229,13 @@ class _Writer:
             lines.append(f"{ind}{acc} += {masked}")
         elif fn in ("max", "min") and not on_top:
             lines.append(f"{ind}{acc} = _nan_{fn}({acc}, {masked})")
-        elif fn == "max":      # online softmax: rescale the riding sums when a lane's max grows
-            lines += [f"{ind}m_new = tl.maximum({acc}, {masked})",
-                      f"{ind}m_ref = tl.where(m_new == float('-inf'), 0.0, m_new)   # no finite value yet: sums stay 0"]
-            for rid in on_top:
-                racc = f"acc{self.r.nodes.index(rid)}"
-                lines.append(f"{ind}{racc} = {racc} * tl.exp({acc} - m_ref) + tl.where(rmask, tl.exp({x} - m_ref), 0.0)")
-            lines.append(f"{ind}{acc} = m_new")
+        elif fn == "max":      # online softmax: one exponential a lane, exp(-|x - max|), rescales the
+            # riding sum where the lane's max grows and else adds the value's term
+            lines += [f"{ind}x_max = {masked}", f"{ind}grows = x_max > {acc}", f"{ind}m_new = tl.maximum({acc}, x_max)",
+                      f"{ind}e = tl.exp(tl.where(grows, {acc} - x_max, x_max - {acc}))",
+                      f"{ind}e = tl.where(m_new == float('-inf'), 0.0, e)   # no finite value yet: sums stay 0"]
+            lines += [f"{ind}{r} = tl.where(grows, {r} * e + 1.0, {r} + e)" for r in
+                      (f"acc{self.r.nodes.index(rid)}" for rid in on_top)] + [f"{ind}{acc} = m_new"]
         elif fn == "prod":
             lines.append(f"{ind}{acc} *= {masked}")
         else:
