@@ -31,6 +31,9 @@ def test_softmax_statistics_take_one_pass():
     d = lower(src, "softmax", ("looped",))
     assert d.ok, d.reason
     assert "online_softmax" in d.source and passes(d.source) == 2     # statistics, then the output
+    stats = d.source[d.source.index("# pass 0"):d.source.index("# last pass")]
+    stats = stats[stats.index("for start"):stats.index("\n        v")]          # the loop body
+    assert stats.count("tl.exp(") == 1                # one exponential an element: exp(-|x - max|)
     ref, out = run_both(src, d.source)
     assert_close(ref, out)
 
