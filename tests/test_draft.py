@@ -255,3 +255,31 @@ def test_on_a_gpu_an_exact_skill_that_lost_on_these_shapes_comes_after_the_compo
     assert "0.71x torch.compile on these shapes" in plans[keys.index("matmul_tf32x3")].why
     plans, _ = OfflineDrafter(library).plan(ref.read_text(), pattern, device="cuda")
     assert plans[0].key == "matmul_tf32x3"              # without the graph: its own 1.61x puts it first
+
+
+def test_a_losing_skill_stays_first_where_the_composed_kernels_did_worse_on_these_shapes(library, tmp_path):
+    """H200, 2026-12-05: with matmul_tf32x3 (0.57-0.85x here) put after the composed kernels, the
+    two rounds went to composed GEMMs at 0.38-0.55x and the skill was never tried; attention's
+    composed kernels failed its tolerance on every trial and flash_attention_fwd (0.85x) was not
+    reached either."""
+    from kernelrag.memory.graph import ReasoningGraph
+
+    settings = load_settings(home=tmp_path)
+    ref = REPO_ROOT / "bench" / "tasks" / "matmul_tall_skinny.py"
+    pattern = op_pattern(ref)
+    shapes = pattern.regime["input_shapes"]
+    graph = ReasoningGraph(settings, seed_dir=tmp_path / "no-seed", with_skills=False)
+    for speedup in (0.57, 0.85):
+        graph.record_outcome(pattern, ["tiling"], "NVIDIA H200", "slower", speedup_vs_compile=speedup,
+                             regime={"input_shapes": shapes}, skill="matmul_tf32x3")
+    graph.record_outcome(pattern, ["tiling", "split_k"], "NVIDIA H200", "slower", speedup_vs_compile=0.55,
+                         regime={"input_shapes": shapes})
+    graph.record_outcome(pattern, ["tiling"], "NVIDIA H200", "incorrect", regime={"input_shapes": shapes})
+    plans, _ = OfflineDrafter(library, graph).plan(ref.read_text(), pattern, device="cuda")
+    assert plans[0].key == "matmul_tf32x3", [p.key for p in plans]
+    # a composed kernel that did better than the skill's median here sends it back behind them
+    graph.record_outcome(pattern, ["tiling"], "NVIDIA H200", "slower", speedup_vs_compile=0.9,
+                         regime={"input_shapes": shapes})
+    plans, _ = OfflineDrafter(library, graph).plan(ref.read_text(), pattern, device="cuda")
+    keys = [p.key for p in plans]
+    assert keys.index("matmul_tf32x3") > next(i for i, k in enumerate(keys) if k.startswith("lowering:")), keys

@@ -197,8 +197,8 @@ class OfflineDrafter:
         exact = sorted((s for s in usable if s.pattern == pattern.signature),
                        key=lambda s: (_STATE_ORDER.get(s.review_state, 9), -(s.provenance.get("speedup_vs_eager") or 0)))
         # on a GPU, an exact skill measured slower than torch.compile, by its own measurement or
-        # on this task's very shapes, goes after the composed kernels (untried, they may win); it
-        # stays ahead of the merely similar skills
+        # on this task's very shapes, goes after the composed kernels unless they lost to it or
+        # failed on these shapes (untried, they may win); it stays ahead of the merely similar skills
         slow = {s.name: why for s in exact if device == "cuda" and (why := self._loses_here(s, pattern))}
         for s in exact:
             if s.name not in slow:
@@ -220,22 +220,28 @@ class OfflineDrafter:
         return plans, notes
 
     def _loses_here(self, skill: "Skill", pattern: "OpPattern") -> str | None:
-        """Why ``skill`` is known to lose to torch.compile on this task: the median of its timings
-        on these very input shapes (the graph's evidence) or, with none, its own measurement."""
+        """Why ``skill`` goes after the composed kernels on this task: its own measurement put it
+        behind torch.compile, or, where the graph holds timings on these very input shapes, their
+        median did and a composed kernel untried here or faster here may win. Composed kernels
+        that were all slower than the skill here, or failed, leave it first: the rounds are few."""
         shapes = (getattr(pattern, "regime", None) or {}).get("input_shapes")
-        here: list[float] = []
+        here: list[dict] = []
         if self.graph is not None and shapes:
             try:
-                here = self.graph.skill_speedups(pattern, skill.name, shapes)
+                here = self.graph.records_at(pattern, shapes)
             except Exception:          # a graph that cannot answer leaves the skill's own figure
                 here = []
-        if here:
-            median = statistics.median(here)
-            return (f"measured at {median:.2f}x torch.compile on these shapes (median of {len(here)})"
-                    if median < 1.0 else None)
-        if _loses_to_compile(skill):
-            return f"measured at {skill.provenance['speedup_vs_compile']:.2f}x torch.compile"
-        return None
+        mine = [float(r["speedup_vs_compile"]) for r in here
+                if r.get("skill") == skill.name and r.get("speedup_vs_compile")]
+        if not mine:
+            return (f"measured at {skill.provenance['speedup_vs_compile']:.2f}x torch.compile"
+                    if _loses_to_compile(skill) else None)
+        speedup = statistics.median(mine)
+        composed = [r for r in here if not r.get("skill")]
+        if speedup >= 1.0 or composed and not any((r.get("speedup_vs_compile") or 0.0) > speedup
+                                                  for r in composed):
+            return None
+        return f"measured at {speedup:.2f}x torch.compile on these shapes (median of {len(mine)})"
 
     def closest(self, pattern: "OpPattern", k: int = 3) -> list[str]:
         if not getattr(pattern, "known", False):

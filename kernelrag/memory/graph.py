@@ -408,14 +408,20 @@ class ReasoningGraph:
         out = [failure(r) for r in self._pattern_records(_signature(pattern), gpu) if r["outcome"] != "success"]
         return sorted(out, key=lambda f: f.date, reverse=True)
 
+    def records_at(self, pattern: "str | OpPattern", input_shapes: list | None,
+                   gpu: str | None = None) -> list[dict[str, Any]]:
+        """Every record on exactly this pattern and these input shapes, once each: skills'
+        (``record["skill"]``) and composed kernels' (no skill), failed ones included."""
+        shapes = [list(s) for s in input_shapes or []]
+        return [r for r in self._pattern_records(_signature(pattern), gpu)
+                if [list(s) for s in (r.get("regime") or {}).get("input_shapes") or []] == shapes]
+
     def skill_speedups(self, pattern: "str | OpPattern", skill: str, input_shapes: list | None,
                        gpu: str | None = None) -> list[float]:
         """The speedups against torch.compile that ``skill`` was timed at on exactly this pattern
         and these input shapes (one per record, tuned rounds included)."""
-        shapes = [list(s) for s in input_shapes or []]
-        return [float(r["speedup_vs_compile"]) for r in self._pattern_records(_signature(pattern), gpu)
-                if r.get("skill") == skill and r.get("speedup_vs_compile")
-                and [list(s) for s in (r.get("regime") or {}).get("input_shapes") or []] == shapes]
+        return [float(r["speedup_vs_compile"]) for r in self.records_at(pattern, input_shapes, gpu)
+                if r.get("skill") == skill and r.get("speedup_vs_compile")]
 
     def skills_for(self, pattern: "str | OpPattern") -> list[str]:
         pid = f"pattern:{_signature(pattern)}"
