@@ -278,3 +278,36 @@ def test_the_search_hands_its_new_configs_to_the_batch_verifier_at_once(tmp_path
                            top_k=3, verify_all=verify_all)
     assert batches == [3] and len(single.calls) == 3
     assert found.winner["BLOCK_M"] == min(single.calls, key=block_ms.get)
+
+
+def test_a_config_left_untimed_by_other_processes_memory_is_neither_stored_nor_evidence(tmp_path):
+    """H200, 2026-12-05: configurations timed while other tasks held the GPU's memory were
+    stored as "incorrect" or "crashed" and recorded in the graph as failures."""
+    from kernelrag.memory.config_search import search_configs, tuning_key
+    from kernelrag.memory.tuning import source_configs
+
+    source = KERNEL.read_text()
+    configs = source_configs(source)
+    block_ms = {c["BLOCK_M"]: 1.0 + i for i, c in enumerate(configs)}
+    held = config_id(configs[0])
+
+    class Held(FakeVerifier):
+        def __call__(self, source):
+            v = super().__call__(source)
+            if config_id(source_configs(source)[0]) == held:
+                v.kernel_ms, v.untimed_cause = None, "gpu_memory"
+            return v
+
+    store, graph = TuningStore(tmp_path), ReasoningGraph(load_settings(home=tmp_path / "home"))
+    found = search_configs(source, _verdict(5.0), Held(block_ms), store, regime=REGIME, graph=graph,
+                           pattern="matmul", transformations=["tiling"], top_k=len(configs))
+    entry = store.get(tuning_key(source, _verdict(5.0), REGIME))
+    assert entry["results"][held]["status"] == "untimed" and len(entry["results"]) == len(configs)
+    assert found.graph_records == len(configs) - 1 and "left for the next search" in found.note
+    assert config_id(found.winner) != held
+    # the next search verifies the stored winner again and times the one left untimed, alone
+    again = FakeVerifier(block_ms)
+    second = search_configs(source, _verdict(5.0), again, store, regime=REGIME, top_k=len(configs))
+    assert len(again.calls) == 2 and again.calls[1] == configs[0]["BLOCK_M"]
+    assert store.get(tuning_key(source, _verdict(5.0), REGIME))["results"][held]["status"] == "ok"
+    assert second.winner["BLOCK_M"] == min(block_ms, key=block_ms.get)

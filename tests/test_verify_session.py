@@ -348,3 +348,56 @@ def test_a_reference_process_says_it_is_up_before_the_gpu_is_taken_for_it():
         assert server.recv(_time.monotonic() + 120) == {"ok": True, "pong": True}
     finally:
         server.proc.kill()
+
+
+# --- a GPU whose memory other processes hold (the bench's tasks and a search's candidates share it) ---
+class _FakeCuda:
+    """torch.cuda as far as ``faults.gpu_memory_short`` asks it."""
+
+    class OutOfMemoryError(RuntimeError):
+        pass
+
+    def __init__(self, free_gib: float, mine_gib: float, total_gib: float = 140.0):
+        self.free_b, self.mine_b, self.total_b = (int(x * (1 << 30)) for x in (free_gib, mine_gib, total_gib))
+
+    def mem_get_info(self):
+        return self.free_b, self.total_b
+
+    def memory_reserved(self):
+        return self.mine_b
+
+
+class _FakeTorch:
+    def __init__(self, **kw):
+        self.cuda = _FakeCuda(**kw)
+
+
+def test_an_out_of_memory_error_is_the_candidates_only_when_it_held_the_memory():
+    from kernelrag.verify.faults import gpu_memory_short
+
+    others = _FakeTorch(free_gib=0.1, mine_gib=2.7)
+    oom = others.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+    why = gpu_memory_short(oom, others)
+    assert why and "2.7 GiB of 140 GiB" in why and "other processes" in why
+    greedy = _FakeTorch(free_gib=0.1, mine_gib=120.0)
+    assert gpu_memory_short(greedy.cuda.OutOfMemoryError("CUDA out of memory"), greedy) is None
+    assert gpu_memory_short(ValueError("shapes differ"), others) is None
+
+
+def test_a_session_verifies_once_more_a_candidate_left_untimed_by_other_processes_memory():
+    from kernelrag.verify.session import _timed_once_more
+
+    verdicts = [Verdict(status="correct", ok=True, correct=True, device="cuda", untimed_cause="gpu_memory"),
+                Verdict(status="correct", ok=True, correct=True, device="cuda", timed=True,
+                        kernel_ms=Timing(1.0, 0.01, 100))]
+    calls = []
+
+    def call():
+        calls.append(1)
+        return verdicts[len(calls) - 1]
+
+    v = _timed_once_more(call)
+    assert len(calls) == 2 and v.timed and any("verified twice" in w for w in v.warnings)
+    calls.clear()
+    assert _timed_once_more(lambda: verdicts[1]) is verdicts[1]      # a timed verdict: once
+    assert Verdict.from_dict(verdicts[0].to_dict()).untimed_cause == "gpu_memory"

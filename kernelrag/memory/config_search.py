@@ -26,6 +26,7 @@ from kernelrag.memory.tuning import (TuningKey, TuningStore, config_id, pinned_s
                                      record_configs, source_configs)
 
 TRANSFORMATION = "autotuned_block_sizes"
+UNTIMED = "untimed"      # correct, but other processes held the GPU's memory: timed by the next search
 
 
 @dataclass
@@ -69,32 +70,51 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
     result = SearchResult(key.id)
     entry = store.get(key) or {}
     stored = dict(entry.get("results", {}))
+    held_before = [cid for cid, r in stored.items() if r.get("status") == UNTIMED]
     winner_id = entry.get("winner")
     if winner_id and winner_id in stored:
         pinned = pinned_source(source, stored[winner_id]["config"], note=f"tuned: {winner_id}")
         again = verify(pinned)
         result.tried.append((winner_id, again))
-        if _timed_ok(again):
+        if _timed_ok(again) and not held_before:
             result.winner, result.winner_source, result.winner_verdict = stored[winner_id]["config"], pinned, again
             result.from_memory = True
             result.note = f"stored winner {winner_id} verified again: {_ms(again)}"
             return result
-        stored[winner_id] = {**stored[winner_id], "status": "incorrect",
-                             "detail": f"stored winner failed when verified again: {again.reason}"[:300]}
-        result.note = f"stored winner {winner_id} failed when verified again ({again.status}); searched again. "
+        if _timed_ok(again):
+            result.note = f"stored winner {winner_id} verified again ({_ms(again)}); timing those left untimed. "
+        elif getattr(again, "untimed_cause", None):
+            result.note = f"stored winner {winner_id} correct but untimed again (GPU memory held elsewhere). "
+        else:
+            stored[winner_id] = {**stored[winner_id], "status": "incorrect",
+                                 "detail": f"stored winner failed when verified again: {again.reason}"[:300]}
+            result.note = f"stored winner {winner_id} failed when verified again ({again.status}); searched again. "
     ranked = rank_configs(source_configs(source), graph, pattern, key.gpu)
-    todo = [c for c in ranked if config_id(c) not in stored][:max(0, top_k)]
+    fresh = [c for c in ranked if config_id(c) not in stored or config_id(c) in held_before]
+    todo = [c for c in fresh if config_id(c) in held_before] if held_before else fresh[:max(0, top_k)]
     sources = {config_id(cfg): pinned_source(source, cfg, note=f"tuned: {config_id(cfg)}") for cfg in todo}
     verdicts = (verify_all or (lambda srcs: [verify(x) for x in srcs]))(list(sources.values()))
+    held: list[str] = []          # correct but untimed: the GPU's memory was held by other processes
     for cfg, v in zip(todo, verdicts):
         cid = config_id(cfg)
         result.tried.append((cid, v))
+        if getattr(v, "untimed_cause", None):
+            held.append(cid)      # stored as untimed, no graph record: the next search times it
+            stored[cid] = {"config": cfg, "date": now_utc(), "status": UNTIMED, "detail": v.reason[:300]}
+            continue
         stored[cid] = {"config": cfg, "date": now_utc(), **_result(v)}
+    if winner_id and _timed_ok(result.tried[0][1]) and winner_id in stored:
+        w = result.tried[0][1].kernel_ms
+        stored[winner_id] = {**stored[winner_id], "status": "ok", "median_ms": w.median_ms, "iqr_ms": w.iqr_ms,
+                             "trials": w.trials, "date": now_utc()}
+        sources.setdefault(winner_id, pinned_source(source, stored[winner_id]["config"],
+                                                    note=f"tuned: {winner_id}"))
     ok = {cid: r for cid, r in stored.items() if r.get("status") == "ok" and r.get("median_ms")}
     best = min(ok, key=lambda cid: ok[cid]["median_ms"]) if ok else None
     store.update(key, stored, best)
-    if graph is not None and pattern and todo:
-        result.graph_records = record_configs(graph, key, [config_id(c) for c in todo], stored, best, pattern,
+    timed_ids = [config_id(c) for c in todo if config_id(c) not in held]
+    if graph is not None and pattern and timed_ids:
+        result.graph_records = record_configs(graph, key, timed_ids, stored, best, pattern,
                                               list(transformations or []), regime, log_id, skill)
     if best is not None and best in sources:
         result.winner, result.winner_source = stored[best]["config"], sources[best]
@@ -106,7 +126,9 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
         if _timed_ok(again):
             result.winner, result.winner_source, result.winner_verdict = stored[best]["config"], pinned, again
     timed = ", ".join(f"{cid}: {_ms(v)}" for cid, v in result.tried) or "nothing new to time"
-    result.note += f"{len(todo)} configuration(s) timed ({timed})"
+    result.note += f"{len(timed_ids)} configuration(s) timed ({timed})"
+    if held:
+        result.note += f"; {', '.join(held)} untimed (GPU memory held by other processes), left for the next search"
     return result
 
 

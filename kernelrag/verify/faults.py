@@ -22,6 +22,29 @@ def error_text(exc: BaseException, candidate_path: str = "") -> str:
     return (text.replace(candidate_path, "candidate.py") if candidate_path else text)[-6000:]
 
 
+# A CUDA out-of-memory error is the candidate's own only when it held this share of the GPU
+OWN_MEMORY_SHARE = 0.5
+
+
+def gpu_memory_short(exc: BaseException, torch: object) -> str | None:
+    """Why a CUDA out-of-memory error is not the candidate's failure: other processes held
+    the memory (verifications of other tasks share the GPU). None for any other error, or
+    when this process itself held at least ``OWN_MEMORY_SHARE`` of the GPU."""
+    oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
+    if not (oom is not None and isinstance(exc, oom) or "CUDA out of memory" in str(exc)):
+        return None
+    try:
+        free_b, total_b = torch.cuda.mem_get_info()
+        mine_b = torch.cuda.memory_reserved()
+    except Exception:  # noqa: BLE001 - a context too broken to ask: the candidate's failure
+        return None
+    if mine_b >= OWN_MEMORY_SHARE * total_b:
+        return None
+    gib = 1 << 30
+    return (f"GPU memory short: this process held {mine_b / gib:.1f} GiB of {total_b / gib:.0f} GiB, "
+            f"{free_b / gib:.1f} GiB free; other processes held the rest")
+
+
 class InputsDiffer(RuntimeError):
     """This process generated other inputs than the reference process: the task is not seedable."""
 

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from kernelrag.verify import correctness as C
-from kernelrag.verify.faults import classify, error_text
+from kernelrag.verify.faults import classify, error_text, gpu_memory_short
 from kernelrag.verify.tolerances import Tolerance, compare_outputs
 
 
@@ -67,7 +67,12 @@ def first_call(run: Any, model_cls: Any, plan: dict[str, Any]) -> Prepared | Non
         outs, problem = C.flatten_outputs(model(*inputs))
         torch.cuda.synchronize()
     except Exception as exc:   # noqa: BLE001 - reported as the candidate failing at full size
-
+        short = gpu_memory_short(exc, torch)
+        if short:                  # other processes held the GPU's memory: not the candidate's failure
+            del inputs
+            torch.cuda.empty_cache()
+            _untimed(res, f"{short}; the first call at the timed size could not run, no time measured")
+            return None
         res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, run.job["candidate_path"])}
         return None
     if timing_variant["source"] != variants["primary"]["source"]:
@@ -105,8 +110,15 @@ def measure(run: Any, prepared: Prepared, plan: dict[str, Any], *, after_timing:
         # outputs produced while timed are re-checked against eager's (both in the task's
         # precision, so twice the table's relative-norm bound)
         rel_norm = 2 * max(t["rel_norm"] for t in plan["tolerances"])
-        timing = time_against_baselines(model, reference_model, compiled, make_inputs, iters=100,
-                                        rel_norm_tol=rel_norm)
+        try:
+            timing = time_against_baselines(model, reference_model, compiled, make_inputs, iters=100,
+                                            rel_norm_tol=rel_norm)
+        except Exception as exc:   # noqa: BLE001 - other processes' memory: once more, lean
+            if not gpu_memory_short(exc, torch):
+                raise
+            torch.cuda.empty_cache()
+            timing = time_against_baselines(model, reference_model, compiled, make_inputs, iters=100,
+                                            rel_norm_tol=rel_norm, lean=True)
         spent.update((timing or {}).get("phases") or {})
         t0 = time.monotonic()
         proof = launch_proof(model, make_inputs(), source=Path(run.job["candidate_path"]).read_text())
@@ -123,6 +135,11 @@ def measure(run: Any, prepared: Prepared, plan: dict[str, Any], *, after_timing:
             roof = roofline(counts.get("flops") or 0, counts["bytes_moved"], kernel["median_ms"], ceilings,
                             dtype=dtype, rel_norm_tol=rel_norm_tol)
     except Exception as exc:   # noqa: BLE001 - a failure of the measurement, not of the candidate
+        short = gpu_memory_short(exc, torch)
+        if short:
+            torch.cuda.empty_cache()
+            _untimed(res, f"{short}; timing failed twice, the second time with the fewest input copies")
+            return
         res["warnings"].append(f"timing failed, no time measured: {type(exc).__name__}: {exc}"[:400])
         return
     res.update(timing=timing, launch=proof, ceilings=ceilings, roofline=roof)
@@ -180,3 +197,10 @@ def _recheck(run: Any, plan: dict[str, Any]) -> None:
     passed = bool(comps) and all(c.passed for c in comps)
     detail = problem or "; ".join(c.describe() for c in comps if not c.passed)
     run.check("after-timing", passed, detail or "output after timing matches the output before")
+
+
+def _untimed(res: dict[str, Any], why: str) -> None:
+    """No time measured because the GPU's memory was held by others: the verdict says so
+    (``Verdict.untimed_cause``) and a session verifies the candidate once more."""
+    res["warnings"].append(why[:400])
+    res["untimed_cause"] = "gpu_memory"

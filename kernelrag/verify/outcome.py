@@ -21,6 +21,7 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     v.torch_version = result.get("torch_version") or ready.get("torch_version")
     v.triton_version = result.get("triton_version")
     v.gpu = result.get("gpu")
+    v.untimed_cause = result.get("untimed_cause")
     v.warnings += [w for w in ready.get("warnings", []) if w not in v.warnings]
     v.warnings += [w for w in result.get("warnings", []) if w not in v.warnings]
     _sizes(v, ready)

@@ -109,11 +109,12 @@ class VerifySession:
     # ------------------------------------------------------------ verifying
     def verify(self, task_path: str | Path, candidate_path: str | Path, **overrides: Any) -> Verdict:
         """One candidate file against one task file (``overrides``: per-call ``verify`` options)."""
-        return verify(task_path, candidate_path, **{**self.options, **overrides}, runner=self.run_job, gate=self.gate)
+        return _timed_once_more(lambda: verify(task_path, candidate_path, **{**self.options, **overrides},
+                                               runner=self.run_job, gate=self.gate))
 
     def verify_source(self, task_src: str, candidate_src: str, **overrides: Any) -> Verdict:
-        return verify_source(task_src, candidate_src, **{**self.options, **overrides}, runner=self.run_job,
-                             gate=self.gate)
+        return _timed_once_more(lambda: verify_source(task_src, candidate_src, **{**self.options, **overrides},
+                                                      runner=self.run_job, gate=self.gate))
 
     def verify_many(self, task_path: str | Path, candidate_paths: Iterable[str | Path], *,
                     on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
@@ -318,6 +319,18 @@ class VerifySession:
 
     def __exit__(self, *exc: Any) -> None:
         self.close()
+
+
+def _timed_once_more(call: Callable[[], Verdict]) -> Verdict:
+    """The verdict of ``call()``; verified once more, fresh inputs and all, when it went
+    untimed because other processes held the GPU's memory (the session's other candidates
+    and tasks share it; by the second try the picture has changed)."""
+    v = call()
+    if getattr(v, "untimed_cause", None) != "gpu_memory":
+        return v
+    again = call()
+    again.warnings.append("verified twice: the first time the GPU's memory was held by other processes")
+    return again
 
 
 def _replace(dead: Slot | None, device: str, readable: list[str]) -> Slot:

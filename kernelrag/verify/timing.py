@@ -92,7 +92,7 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
                            compile_fn: Callable[..., Any] | None, make_inputs: Callable[[], Any],
                            iters: int = 100, warmup: int = 10, *, atol: float | None = None,
                            rtol: float | None = None, rel_norm_tol: float | None = None,
-                           flush_bytes: int | None = None) -> dict[str, Any]:
+                           flush_bytes: int | None = None, lean: bool = False) -> dict[str, Any]:
     """Time ``candidate_fn`` against ``eager_fn`` and ``compile_fn`` (None when torch.compile
     failed) on inputs from ``make_inputs()`` (a fresh tuple of CUDA tensors per call).
 
@@ -104,7 +104,8 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     timing); every one of them is in ``warnings`` too. ``atol``/``rtol`` are the task's
     tolerances for the output re-check (without them only the relative-norm error and
     NaN/Inf agreement are checked). Exceptions raised by ``candidate_fn`` or
-    ``eager_fn`` propagate; a failing ``compile_fn`` is dropped with a warning.
+    ``eager_fn`` propagate; a failing ``compile_fn`` is dropped with a warning. ``lean``:
+    the fewest input copies (1 slot, 2 contents), for a GPU whose memory others hold.
     """
     _validate(candidate_fn, eager_fn, compile_fn, make_inputs, iters, warmup)
     if not _is_available():
@@ -124,7 +125,7 @@ def time_against_baselines(candidate_fn: Callable[..., Any], eager_fn: Callable[
     threads = _ThreadWatch(foreign_threads())
     phases = {"warmup": -_perf_counter()}
     with torch.no_grad():
-        slots, pool, notes = _build_inputs(make_inputs, stream.device)
+        slots, pool, notes = _build_inputs(make_inputs, stream.device, lean)
         warnings += notes
         fresh = _fresh_is_cheap(make_inputs)
         l2_reset = _reset_persisting_l2()
@@ -379,8 +380,9 @@ def _signature(args: tuple) -> list:
     return [(tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else type(a).__name__ for a in args]
 
 
-def _build_inputs(make_inputs, device) -> tuple[list[tuple], list[tuple], list[str]]:
-    """Input slots (the tensors the candidate sees) and a pool of contents rotated through them."""
+def _build_inputs(make_inputs, device, lean: bool = False) -> tuple[list[tuple], list[tuple], list[str]]:
+    """Input slots (the tensors the candidate sees) and a pool of contents rotated through them;
+    ``lean``: the fewest that still rotate contents."""
     first = _as_args(make_inputs())
     for i, a in enumerate(first):
         if isinstance(a, torch.Tensor) and a.device.type != device.type:
@@ -388,7 +390,10 @@ def _build_inputs(make_inputs, device) -> tuple[list[tuple], list[tuple], list[s
     set_bytes = sum(a.numel() * a.element_size() for a in first if isinstance(a, torch.Tensor))
     free_bytes, _ = torch.cuda.mem_get_info(device)
     n_slots, n_pool, notes = INPUT_SLOTS, INPUT_POOL, []
-    if (n_slots + n_pool) * set_bytes > INPUT_MEMORY_SHARE * free_bytes:
+    if lean:
+        n_slots, n_pool = 1, 2
+        notes.append("GPU memory short: rotating 1 input slot through 2 contents")
+    elif (n_slots + n_pool) * set_bytes > INPUT_MEMORY_SHARE * free_bytes:
         n_slots, n_pool = 1, 2
         notes.append(f"inputs of {set_bytes / 1e9:.2f} GB: rotating 1 slot through 2 contents to fit in memory")
     sets = [first] + [_as_args(make_inputs()) for _ in range(n_slots + n_pool - 1)]

@@ -130,6 +130,7 @@ class Verdict:
     trials: int = 0
     seed: int | None = None
     timed: bool = False
+    untimed_cause: str | None = None       # "gpu_memory": other processes held the GPU's memory
     kernel_ms: Timing | None = None
     eager_ms: Timing | None = None
     compile_ms: Timing | None = None
