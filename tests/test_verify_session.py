@@ -401,3 +401,21 @@ def test_a_session_verifies_once_more_a_candidate_left_untimed_by_other_processe
     calls.clear()
     assert _timed_once_more(lambda: verdicts[1]) is verdicts[1]      # a timed verdict: once
     assert Verdict.from_dict(verdicts[0].to_dict()).untimed_cause == "gpu_memory"
+
+
+def test_a_baseline_that_ran_out_of_gpu_memory_is_measured_again_and_the_candidate_too():
+    """H200, 2026-12-05: relu's and instance_norm_relu's torch.compile baselines ran out of
+    memory beside other tasks and the whole session went without their compile figure."""
+    from kernelrag.verify.baselines import _Entry
+
+    baselines = Baselines(GpuGate(), take_ref=lambda: None, give_ref=lambda server, healthy: None)
+    key = baseline_key("task source")
+    entry = baselines._entries[key] = _Entry()        # as _measure leaves a finished baseline
+    entry.result = {"compile": None, "error": "OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB."}
+    entry.done.set()
+    assert "out of memory" in baselines.wait(key, 1.0)["error"]
+    assert key not in baselines._entries                 # the next start measures it again
+    v = Verdict(status="correct", ok=True, correct=True, device="cuda", timed=True,
+                eager_ms=Timing(1.0, 0.01, 100), kernel_ms=Timing(1.0, 0.01, 100))
+    _cached_compile(v, entry.result)
+    assert v.compile_ms is None and v.untimed_cause == "gpu_memory"

@@ -98,7 +98,7 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
     for cfg, v in zip(todo, verdicts):
         cid = config_id(cfg)
         result.tried.append((cid, v))
-        if getattr(v, "untimed_cause", None):
+        if not _timed_ok(v) and getattr(v, "untimed_cause", None):
             held.append(cid)      # stored as untimed, no graph record: the next search times it
             stored[cid] = {"config": cfg, "date": now_utc(), "status": UNTIMED, "detail": v.reason[:300]}
             continue

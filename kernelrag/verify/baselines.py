@@ -43,6 +43,11 @@ def compiles_at_once() -> int:
 
 
 
+def out_of_memory(error: Any) -> bool:
+    """A baseline's error that says the GPU ran out of memory (other processes held it)."""
+    return isinstance(error, str) and ("OutOfMemoryError" in error or "CUDA out of memory" in error)
+
+
 def baseline_key(source: str, device: str = "cuda") -> str:
     return f"{hashlib.sha256(source.encode()).hexdigest()}|{device}"
 
@@ -89,7 +94,12 @@ class Baselines:
         if not entry.done.wait(timeout_s):
             return {"compile": None, "error": f"the torch.compile baseline was not ready within {timeout_s:.0f} s",
                     "waited_s": time.monotonic() - t0}
-        return dict(entry.result or {}, waited_s=time.monotonic() - t0)
+        result = dict(entry.result or {}, waited_s=time.monotonic() - t0)
+        if out_of_memory(result.get("error")):    # the GPU's memory was held elsewhere: measured again
+            with self._lock:                       # at the next start, not kept for the session
+                if self._entries.get(key) is entry:
+                    del self._entries[key]
+        return result
 
     def known(self) -> dict[str, dict[str, Any]]:
         """Every finished baseline, by key (for reports)."""

@@ -159,6 +159,9 @@ def _compiled(torch: Any, reference_model: Any, make_inputs: Any, res: dict) -> 
         return compiled
     except Exception as exc:   # noqa: BLE001 - no torch.compile baseline, said in the verdict
         res["warnings"].append(f"torch.compile baseline failed: {type(exc).__name__}: {exc}"[:300])
+        if gpu_memory_short(exc, torch):
+            torch.cuda.empty_cache()
+            res["untimed_cause"] = "gpu_memory"     # a session verifies the candidate once more
         return None
 
 

@@ -130,7 +130,8 @@ class Verdict:
     trials: int = 0
     seed: int | None = None
     timed: bool = False
-    untimed_cause: str | None = None       # "gpu_memory": other processes held the GPU's memory
+    untimed_cause: str | None = None       # "gpu_memory": a time (the kernel's or torch.compile's) is
+                                           # missing because other processes held the GPU's memory
     kernel_ms: Timing | None = None
     eager_ms: Timing | None = None
     compile_ms: Timing | None = None
