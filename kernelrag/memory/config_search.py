@@ -72,6 +72,7 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
     stored = dict(entry.get("results", {}))
     held_before = [cid for cid, r in stored.items() if r.get("status") == UNTIMED]
     winner_id = entry.get("winner")
+    rechecked = None                  # the stored winner verified again and timed
     if winner_id and winner_id in stored:
         pinned = pinned_source(source, stored[winner_id]["config"], note=f"tuned: {winner_id}")
         again = verify(pinned)
@@ -82,6 +83,7 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
             result.note = f"stored winner {winner_id} verified again: {_ms(again)}"
             return result
         if _timed_ok(again):
+            rechecked = again
             result.note = f"stored winner {winner_id} verified again ({_ms(again)}); timing those left untimed. "
         elif getattr(again, "untimed_cause", None):
             result.note = f"stored winner {winner_id} correct but untimed again (GPU memory held elsewhere). "
@@ -103,8 +105,8 @@ def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], stor
             stored[cid] = {"config": cfg, "date": now_utc(), "status": UNTIMED, "detail": v.reason[:300]}
             continue
         stored[cid] = {"config": cfg, "date": now_utc(), **_result(v)}
-    if winner_id and _timed_ok(result.tried[0][1]) and winner_id in stored:
-        w = result.tried[0][1].kernel_ms
+    if rechecked is not None:
+        w = rechecked.kernel_ms
         stored[winner_id] = {**stored[winner_id], "status": "ok", "median_ms": w.median_ms, "iqr_ms": w.iqr_ms,
                              "trials": w.trials, "date": now_utc()}
         sources.setdefault(winner_id, pinned_source(source, stored[winner_id]["config"],

@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from kernelrag.verify import compile_cache, isolation
+from kernelrag.verify.faults import out_of_memory
 from kernelrag.verify.gate import Held
 from kernelrag.verify.processes import in_background
 
@@ -41,11 +42,6 @@ def compiles_at_once() -> int:
     with the host's load average under 3)."""
     return max(2, min(8, (os.cpu_count() or 8) // 2))
 
-
-
-def out_of_memory(error: Any) -> bool:
-    """A baseline's error that says the GPU ran out of memory (other processes held it)."""
-    return isinstance(error, str) and ("OutOfMemoryError" in error or "CUDA out of memory" in error)
 
 
 def baseline_key(source: str, device: str = "cuda") -> str:
@@ -95,7 +91,7 @@ class Baselines:
             return {"compile": None, "error": f"the torch.compile baseline was not ready within {timeout_s:.0f} s",
                     "waited_s": time.monotonic() - t0}
         result = dict(entry.result or {}, waited_s=time.monotonic() - t0)
-        if out_of_memory(result.get("error")):    # the GPU's memory was held elsewhere: measured again
+        if isinstance(result.get("error"), str) and out_of_memory(result["error"]):    # the GPU's memory was held elsewhere: measured again
             with self._lock:                       # at the next start, not kept for the session
                 if self._entries.get(key) is entry:
                     del self._entries[key]

@@ -26,12 +26,18 @@ def error_text(exc: BaseException, candidate_path: str = "") -> str:
 OWN_MEMORY_SHARE = 0.5
 
 
+def out_of_memory(error: object) -> bool:
+    """The error (an exception or its text) says the GPU ran out of memory."""
+    text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
+    return "OutOfMemoryError" in text or "CUDA out of memory" in text
+
+
 def gpu_memory_short(exc: BaseException, torch: object) -> str | None:
     """Why a CUDA out-of-memory error is not the candidate's failure: other processes held
     the memory (verifications of other tasks share the GPU). None for any other error, or
     when this process itself held at least ``OWN_MEMORY_SHARE`` of the GPU."""
     oom = getattr(getattr(torch, "cuda", None), "OutOfMemoryError", None)
-    if not (oom is not None and isinstance(exc, oom) or "CUDA out of memory" in str(exc)):
+    if not (oom is not None and isinstance(exc, oom) or out_of_memory(exc)):
         return None
     try:
         free_b, total_b = torch.cuda.mem_get_info()

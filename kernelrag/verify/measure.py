@@ -138,7 +138,8 @@ def measure(run: Any, prepared: Prepared, plan: dict[str, Any], *, after_timing:
         short = gpu_memory_short(exc, torch)
         if short:
             torch.cuda.empty_cache()
-            _untimed(res, f"{short}; timing failed twice, the second time with the fewest input copies")
+            _untimed(res, f"{short}; the measurement ran out of it (timing is retried once with the fewest "
+                          "input copies), no time measured")
             return
         res["warnings"].append(f"timing failed, no time measured: {type(exc).__name__}: {exc}"[:400])
         return

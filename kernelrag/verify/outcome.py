@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kernelrag.verify.baselines import out_of_memory
+from kernelrag.verify.faults import out_of_memory
 from kernelrag.verify.verdict import PHASES, Check, Finding, Phases, Timing, Verdict
 
 
@@ -234,7 +234,7 @@ def _cached_compile(v: Verdict, baseline: dict) -> None:
     if compile_ms is None or eager_then is None or v.eager_ms is None or eager_then.median_ms <= 0:
         if baseline.get("error"):
             v.warnings.append(f"torch.compile baseline failed: {baseline['error']}"[:300])
-            if out_of_memory(baseline["error"]):
+            if out_of_memory(str(baseline["error"])):
                 v.untimed_cause = "gpu_memory"     # a session verifies the candidate once more
         return
     drift = v.eager_ms.median_ms / eager_then.median_ms
