@@ -4,7 +4,7 @@
 #   bash bench/gpu_call.sh OUTDIR STEP:SECONDS [STEP:SECONDS ...]
 # Steps: throughput (bench/throughput_gpu.py: phases, cached candidates, hack fixtures in one
 # session), gemm (bench/fp32_gemm.py: fp32 paths, config search, tf32x3 skills), suite (the
-# benchmark through the generate loop, resumed from bench/results/h200-<date>.json if present),
+# benchmark through the generate loop, resumed from bench/results/<gpu>-<date>.json if present),
 # isolation (bench/isolation_overhead.py: the sandbox's cost per verification), starts
 # (bench/isolation_starts.py: a sandboxed worker's start step by step), bf16gemm
 # (bench/bf16_gemm.py: bf16 GEMM designs side by side), verifygpu
@@ -28,7 +28,8 @@ if [ -n "$home_from" ] && [ -d "$home_from" ] && [ ! -d "$work/home" ]; then
   mkdir -p "$work/home" && cp -r "$home_from"/. "$work/home"/ && echo "memory restored from $home_from"
 fi
 day=$(date +%F)
-gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o 'H[0-9]\+' | head -1 | tr 'H' 'h')   # h100, h200
+gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o "H[0-9]\+" | head -1 | tr H h)   # h100, h200: names the files
+gpu=${gpu:-cuda}
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,temperature.gpu --format=csv,noheader
 for step in "$@"; do
   name=${step%%:*}; secs=${step##*:}
@@ -41,36 +42,36 @@ for step in "$@"; do
                 timeout "$secs" python3 bench/throughput_gpu.py --device cuda --out-dir "$work/throughput" \
                   --budget-s $((secs - 120)) ${THROUGHPUT_ARGS:-} 2>&1 | tail -50 ;;
     starts)     timeout "$secs" python3 bench/isolation_starts.py --device cuda --trials 3 --budget-s $((secs - 30)) \
-                  --out "$work/isolation-starts-h200-$day.json" 2>&1 | tail -30 ;;
-    bf16gemm)   timeout "$secs" python3 bench/bf16_gemm.py --out "$work/bf16-gemm-h200-$day.json" \
+                  --out "$work/isolation-starts-$gpu-$day.json" 2>&1 | tail -30 ;;
+    bf16gemm)   timeout "$secs" python3 bench/bf16_gemm.py --out "$work/bf16-gemm-$gpu-$day.json" \
                   --budget-s $((secs - 60)) 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
-    suite)      # SUITE_RESULTS=bench/results/h200-<date>.json resumes an earlier run's file;
+    suite)      # SUITE_RESULTS=bench/results/<gpu>-<date>.json resumes an earlier run's file;
                 # SUITE_ONLY=a,b,c runs those tasks only; SUITE_ORDER=<earlier results file> starts the
                 # tasks that took longest there first
-                from=${SUITE_RESULTS:-bench/results/h200-$day.json}; name=$(basename "$from")
+                from=${SUITE_RESULTS:-bench/results/$gpu-$day.json}; name=$(basename "$from")
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
                   ${SUITE_ONLY:+--only "$SUITE_ONLY"} ${SUITE_ORDER:+--longest-first "$SUITE_ORDER"} \
                   --results "$work/suite/$name" \
                   --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
     isolation)  timeout "$secs" python3 bench/isolation_overhead.py --device cuda --trials 3 --budget-s $((secs - 10)) \
-                  --out "$work/isolation-h200-$day.json" 2>&1 | tail -30 ;;
+                  --out "$work/isolation-$gpu-$day.json" 2>&1 | tail -30 ;;
     verifygpu)  # VERIFYGPU_ARGS: more options (--skip cpu: the GPU fixtures only)
                 timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-$gpu-$day.json" \
                   --budget-s $((secs - 60)) ${VERIFYGPU_ARGS:-} 2>&1 | tail -60 ;;
     rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
                 timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-$gpu-$day.json" \
                   --budget-s $((secs - 60)) ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
-    convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-h200-$day.json" \
+    convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-$gpu-$day.json" \
                   2>&1 | tail -30 ;;
     profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)
-                timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-h200-$day-$(date +%H%M).json" \
+                timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $((secs - 60)) ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;
     inductor)   # INDUCTOR_TASKS="a b c": torch.compile's generated kernels and times for those tasks
-                timeout "$secs" python3 bench/inductor_kernels.py --out "$work/inductor-h200-$day" \
+                timeout "$secs" python3 bench/inductor_kernels.py --out "$work/inductor-$gpu-$day" \
                   --budget-s $((secs - 40)) ${INDUCTOR_TASKS:-scaled_softmax group_norm rotary_embedding_qk} 2>&1 | tail -30 ;;
-    smoke)      bash bench/gpu_smoke.sh "$work/smoke-h200-$day" 2>&1 | tail -30 ;;
+    smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
 done

@@ -130,3 +130,37 @@ def test_longest_first_starts_the_slowest_known_task_and_the_unknown_ones_first(
     assert [t.stem for t in longest_first(tasks, earlier_walls(earlier))] == ["new_task", "gemm", "softmax", "relu"]
     with pytest.raises(ConfigError, match="no such results file"):
         earlier_walls(tmp_path / "missing.json")
+
+
+def test_tasks_in_flight_fit_in_the_gpus_memory_the_first_one_whatever_its_size():
+    """An 80 GB H100, 2026-12-05: five 4.3 GB tasks in flight ran 26 of 79 tasks out of memory."""
+    from kernelrag.bench.admission import GPU_MEMORY_SHARE, TASK_MEMORY_COPIES, MemoryAdmission, task_bytes
+
+    big = ROOT / "bench/tasks/layer_norm.py"
+    small = ROOT / "bench/tasks/linear_bias_logsumexp.py"
+    big_b, small_b = task_bytes(big), task_bytes(small)
+    assert big_b > 1e9 and 0 < small_b < big_b            # counted on the meta device, no memory used
+    gpu_b = int(2.5 * TASK_MEMORY_COPIES * big_b / GPU_MEMORY_SHARE)    # room for two big tasks, not three
+    gate = MemoryAdmission(gpu_b)
+    queue = [big, big, big, small]
+    for expected in (0, 0):
+        i = gate.pick(queue)
+        assert i == expected
+        gate.started(queue.pop(i))
+    assert gate.pick(queue) == 1 and queue[1] == small      # the third big one waits; the small one goes
+    gate.started(queue.pop(1))
+    assert gate.pick(queue) is None                          # nothing fits: wait for a task to finish
+    gate.finished(big)
+    assert gate.pick(queue) == 0
+    lone = MemoryAdmission(TASK_MEMORY_COPIES * big_b // 4)  # a card too small for even one: it still runs
+    assert lone.pick([big]) == 0
+    assert MemoryAdmission(None).pick([big, big]) == 0 and "no GPU memory limit" in MemoryAdmission(None).describe()
+
+
+def test_results_files_are_named_after_the_card_that_ran_them():
+    from kernelrag.bench.runner import machine_slug
+
+    assert machine_slug({"device": "cuda", "gpu": "NVIDIA H100 80GB HBM3"}) == "h100"
+    assert machine_slug({"device": "cuda", "gpu": "NVIDIA H200"}) == "h200"
+    assert machine_slug({"device": "cuda", "gpu": "Tesla"}) == "cuda"
+    assert machine_slug({"device": "cpu"}) == "cpu"

@@ -419,3 +419,54 @@ def test_a_baseline_that_ran_out_of_gpu_memory_is_measured_again_and_the_candida
                 eager_ms=Timing(1.0, 0.01, 100), kernel_ms=Timing(1.0, 0.01, 100))
     _cached_compile(v, entry.result)
     assert v.compile_ms is None and v.untimed_cause == "gpu_memory"
+
+
+def test_classify_names_other_processes_memory_and_only_then():
+    from kernelrag.verify.faults import classify
+
+    others, greedy = _FakeTorch(free_gib=0.1, mine_gib=2.7), _FakeTorch(free_gib=0.1, mine_gib=120.0)
+    oom = others.cuda.OutOfMemoryError("CUDA out of memory. Tried to allocate 2.00 GiB.")
+    assert classify(oom, others) == "gpu_memory"
+    assert classify(oom, greedy) == "runtime"            # the candidate held the memory: its failure
+    assert classify(oom) == "runtime"                     # nobody to ask: its failure
+    assert classify(RuntimeError("CUDA error: an illegal memory access was encountered"), others) == "crashed"
+
+
+def _late_run(torch, result=None):
+    from types import SimpleNamespace
+
+    return SimpleNamespace(result=result or {"warnings": []}, torch=torch, job={"candidate_path": "/x/candidate.py"})
+
+
+def test_a_failure_at_the_timed_size_from_other_processes_memory_leaves_the_candidate_untimed():
+    """H100, 2026-12-05: 26 tasks of a suite run went "incorrect" with five tasks in flight,
+    through the worker's own handlers of the first call at the timed size."""
+    from kernelrag.verify.measure import late_failure
+
+    emptied = []
+    others = _FakeTorch(free_gib=0.1, mine_gib=2.7)
+    others.cuda.empty_cache = lambda: emptied.append(1)
+    run = _late_run(others)
+    late_failure(run, others.cuda.OutOfMemoryError("CUDA out of memory"), "the first call at the timed size")
+    assert "timing_error" not in run.result and run.result["untimed_cause"] == "gpu_memory" and emptied
+    assert "the first call at the timed size could not run" in run.result["warnings"][0]
+    run = _late_run(others)
+    late_failure(run, ValueError("shape mismatch"), "the timed run")
+    assert run.result["timing_error"]["kind"] == "runtime" and "untimed_cause" not in run.result
+
+
+def test_correctness_trials_cut_short_by_other_processes_memory_are_not_checked_not_incorrect():
+    from types import SimpleNamespace
+
+    from kernelrag.verify.outcome import assemble
+
+    result = {"phase": "trials", "error": "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB",
+              "error_kind": "gpu_memory", "untimed_cause": "gpu_memory", "trials": {}, "findings": [], "checks": []}
+    s = SimpleNamespace(ready={}, result=result, phase1=result, limit=None, ref_error=None, not_checkable=None,
+                        timed_out=None, crashed=None, stderr="", isolation="", compare=None, baseline=None,
+                        clock={})
+    v = assemble(Verdict(device="cuda"), s, SimpleNamespace(uses_cuda_extension=False))
+    assert v.status == "not_checkable" and not v.checkable and not v.ok and v.untimed_cause == "gpu_memory"
+    assert "other processes held the GPU's memory" in v.reason
+    s.result = s.phase1 = dict(result, error_kind="runtime", untimed_cause=None)
+    assert assemble(Verdict(device="cuda"), s, SimpleNamespace(uses_cuda_extension=False)).status == "incorrect"

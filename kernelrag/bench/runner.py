@@ -28,6 +28,7 @@ import datetime as _dt
 import json
 import os
 import platform
+import re
 import sys
 import threading
 import time
@@ -35,6 +36,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
+from kernelrag.bench.admission import MemoryAdmission
 from kernelrag.bench.report import finish_entry, summarize
 from kernelrag.config import Settings, load_settings
 from kernelrag.errors import ConfigError
@@ -90,6 +92,15 @@ def machine_info(device: str) -> dict[str, Any]:
         info.update(gpu=props.name, sm_count=props.multi_processor_count,
                     gpu_memory_bytes=props.total_memory, cuda=torch.version.cuda)
     return info
+
+
+def machine_slug(machine: dict[str, Any]) -> str:
+    """What a results file is named after: the GPU's model ("h200", "h100"), "cuda" for one
+    without a model number in its name, "cpu" without a GPU."""
+    if machine.get("device") != "cuda":
+        return "cpu"
+    model = re.search(r"\b([A-Z]+\d{2,4})\b", str(machine.get("gpu") or ""))
+    return model.group(1).lower() if model else "cuda"
 
 
 def task_files(paths: list[Path]) -> list[Path]:
@@ -217,19 +228,21 @@ def _solve_one(path: Path, args: argparse.Namespace, parts: Parts, device: str, 
 
 def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, Any], results_path: Path,
                parts: Parts, device: str, session: VerifySession | None = None,
-               known: dict[str, float] | None = None) -> int:
+               known: dict[str, float] | None = None, admission: MemoryAdmission | None = None) -> int:
     """Each task not yet in ``results`` through the loop, ``args.parallel`` at a time; the
     results file is rewritten after each. Tasks are started while the budget allows one
     more typical task (``_typical_s``), or the next task's own time in the ``--longest-first``
-    file; the baselines of the next ``parallel`` tasks are
+    file, and while its GPU memory fits beside the tasks in flight (``admission``: the first
+    task in the queue that fits starts); the baselines of the next ``parallel`` tasks are
     compiled ahead."""
     start, walls = time.perf_counter(), []
     todo = [t for t in tasks if t.stem not in results["tasks"]]
     run_log = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                "parallel": max(1, args.parallel), "tasks": 0, "wall_s": 0.0}
     results.setdefault("runs", []).append(run_log)   # one per invocation: a resumed suite's wall is their sum
-    print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time, results -> {results_path}",
-          flush=True)
+    admission = admission or MemoryAdmission(None)
+    print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time ({admission.describe()}), "
+          f"results -> {results_path}", flush=True)
     lock = threading.Lock()
     task_parts = parts
     if session is not None:
@@ -240,14 +253,18 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     with ThreadPoolExecutor(max_workers=max(1, args.parallel), thread_name_prefix="kernelrag-bench") as pool:
         while queue or pending:
             while queue and len(pending) < max(1, args.parallel) and not stopped:
+                i = admission.pick(queue)
+                if i is None:             # no task left fits beside those in flight: wait for one
+                    break
                 elapsed = time.perf_counter() - start
-                expected = known.get(queue[0].stem) or _typical_s(walls)
+                expected = known.get(queue[i].stem) or _typical_s(walls)
                 if args.budget_s and elapsed + expected > args.budget_s:
                     print(f"budget of {args.budget_s:.0f} s reached after {elapsed:.0f} s; {len(queue)} tasks "
                           "left: run again to resume", flush=True)
                     stopped = True
                     break
-                path = queue.pop(0)
+                path = queue.pop(i)
+                admission.started(path)
                 if session is not None:       # the next tasks' baselines compile while these run
                     for ahead in queue[:max(1, args.parallel)]:
                         session.prefetch(ahead.read_text())
@@ -256,7 +273,7 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                pending.pop(future)
+                admission.finished(pending.pop(future))
                 entry = future.result()
                 done += 1
                 walls.append(entry["wall_s"])
@@ -326,9 +343,10 @@ def run(args: argparse.Namespace) -> int:
         tasks = [t for t in tasks if t.stem in wanted]
     known = earlier_walls(args.longest_first) if args.longest_first is not None else {}
     tasks = longest_first(tasks, known) if known else tasks
-    results_path = Path(args.results or f"bench/results/{'h200' if device == 'cuda' else 'cpu'}-{today()}.json")
+    machine = machine_info(device)
+    results_path = Path(args.results or f"bench/results/{machine_slug(machine)}-{today()}.json")
     results = load_results(results_path)
-    results["machine"] = machine_info(device)
+    results["machine"] = machine
     results["suite"] = [str(t) for t in tasks]
     parts = bench_parts(settings)
     if device == "cuda":     # the ceilings every verdict's roofline fractions were computed against
@@ -336,7 +354,9 @@ def run(args: argparse.Namespace) -> int:
     with VerifySession(device=device, timeout_s=settings.verify_timeout_s, cache_dir=settings.cache_dir,
                        workers=args.parallel if device == "cuda" else None) as session:
         # warm processes and each task's compile baseline, kept across tasks
-        if _run_tasks(args, tasks, results, results_path, parts, device, session, known) == EXIT_INCOMPLETE:
+        admission = MemoryAdmission(results["machine"].get("gpu_memory_bytes") if device == "cuda" else None)
+        if _run_tasks(args, tasks, results, results_path, parts, device, session, known,
+                      admission) == EXIT_INCOMPLETE:
             return EXIT_INCOMPLETE
     results["summary"] = summarize(results)
     _atomic_write_json(results_path, results)
@@ -349,7 +369,8 @@ def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.Argu
     p = parser or argparse.ArgumentParser(prog="python -m kernelrag.bench", description=__doc__.split("\n")[0])
     p.add_argument("tasks", nargs="*", default=["bench/tasks"], help="task files or directories (default bench/tasks)")
     p.add_argument("--device", default="auto", choices=["auto", "cpu", "cuda"])
-    p.add_argument("--results", help="results JSON (default bench/results/<h200|cpu>-<date>.json); resumed if present")
+    p.add_argument("--results", help="results JSON (default bench/results/<gpu model, e.g. h200, or cpu>-<date>.json); "
+                        "resumed if present")
     p.add_argument("--only", help="comma-separated task names")
     p.add_argument("--rounds", type=int, default=2, help="rounds of the generate loop per task (default 2)")
     p.add_argument("--memory", action="store_true",

@@ -55,11 +55,14 @@ class InputsDiffer(RuntimeError):
     """This process generated other inputs than the reference process: the task is not seedable."""
 
 
-def classify(exc: BaseException) -> str:
-    """compile_error (Triton compilation), crashed (CUDA context broken), resource_limit (host
-    memory cap), not_checkable or runtime."""
+def classify(exc: BaseException, torch: object = None) -> str:
+    """gpu_memory (CUDA out of memory while other processes held most of it: not the
+    candidate's failure; needs ``torch`` to ask), compile_error (Triton compilation), crashed
+    (CUDA context broken), resource_limit (host memory cap), not_checkable or runtime."""
     if isinstance(exc, InputsDiffer):
         return "not_checkable"
+    if torch is not None and gpu_memory_short(exc, torch):
+        return "gpu_memory"
     text = f"{type(exc).__name__}: {exc}"
     if isinstance(exc, MemoryError) or "can't allocate memory" in text:
         return "resource_limit"         # the host-memory cap of the sandbox

@@ -67,13 +67,8 @@ def first_call(run: Any, model_cls: Any, plan: dict[str, Any]) -> Prepared | Non
         outs, problem = C.flatten_outputs(model(*inputs))
         torch.cuda.synchronize()
     except Exception as exc:   # noqa: BLE001 - reported as the candidate failing at full size
-        short = gpu_memory_short(exc, torch)
-        if short:                  # other processes held the GPU's memory: not the candidate's failure
-            del inputs
-            torch.cuda.empty_cache()
-            _untimed(res, f"{short}; the first call at the timed size could not run, no time measured")
-            return None
-        res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, run.job["candidate_path"])}
+        del inputs
+        late_failure(run, exc, "the first call at the timed size")
         return None
     if timing_variant["source"] != variants["primary"]["source"]:
         _full_size_check(run, plan, outs, problem, reference_model(*inputs))
@@ -201,6 +196,19 @@ def _recheck(run: Any, plan: dict[str, Any]) -> None:
     passed = bool(comps) and all(c.passed for c in comps)
     detail = problem or "; ".join(c.describe() for c in comps if not c.passed)
     run.check("after-timing", passed, detail or "output after timing matches the output before")
+
+
+def late_failure(run: Any, exc: BaseException, where: str) -> None:
+    """An exception at the timed size, outside the correctness trials: the candidate's failure
+    (``timing_error``), unless other processes held the GPU's memory (``faults.classify``
+    says "gpu_memory"): then the candidate stays correct but untimed."""
+    res, torch = run.result, run.torch
+    kind = classify(exc, torch)
+    if kind != "gpu_memory":
+        res["timing_error"] = {"kind": kind, "error": error_text(exc, run.job["candidate_path"])}
+        return
+    torch.cuda.empty_cache()
+    _untimed(res, f"{gpu_memory_short(exc, torch)}; {where} could not run, no time measured")
 
 
 def _untimed(res: dict[str, Any], why: str) -> None:

@@ -4,7 +4,8 @@ Precedence of outcomes, first match wins: the task could not run here
 (not_checkable) > timeout > crashed > candidate failed to import or build
 (compile_error) > a blocking run-time finding such as a patched function, a thread
 or no kernel launched (rejected) > an exception in forward (incorrect, or
-compile_error for a Triton compilation error) > a failed check (incorrect) > a null
+compile_error for a Triton compilation error, or not_checkable where other processes
+held the GPU's memory: ``faults.classify``) > a failed check (incorrect) > a null
 control that passes on every trial (weak_task) > correct.
 """
 from __future__ import annotations
@@ -35,6 +36,8 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
         v.findings.append(Finding("resource-limit", None, s.limit, True))
         return _final(v, "rejected", f"resource-limit: {s.limit}", compiled=bool(s.phase1), error=s.stderr or None)
     if s.ref_error is not None:
+        if out_of_memory(str(s.ref_error)):
+            v.untimed_cause = "gpu_memory"     # the task's own process ran short: a session verifies again
         return _final(v, "not_checkable", f"the task could not run here: {s.ref_error}"[:400],
                       compiled=False, checkable=False, error=(s.ready or {}).get("traceback"))
     if s.not_checkable:
@@ -61,6 +64,11 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
         message = "host memory cap reached: " + _first_line(result.get("error"), "allocation failed")
         v.findings.append(Finding("resource-limit", None, message, True))
         return _final(v, "rejected", f"resource-limit: {message}"[:400], compiled=True, error=result.get("error"))
+    if kind == "gpu_memory":
+        v.untimed_cause = "gpu_memory"         # a session verifies the candidate once more
+        return _final(v, "not_checkable", "not checked: other processes held the GPU's memory during the "
+                      "correctness trials (" + _first_line(result.get("error"), "out of memory") + "); verify again",
+                      compiled=True, checkable=False, error=result.get("error"))
     if kind:
         status = {"compile_error": "compile_error", "crashed": "crashed",
                   "not_checkable": "not_checkable"}.get(kind, "incorrect")

@@ -279,20 +279,24 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         run.run_trials(model_cls, plan)
         res["phase"] = "trials done"
     except BaseException as exc:   # noqa: BLE001 - candidate code raised
-        kind = classify(exc)
-        res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind if not res["phase"].startswith("init")
-                   else "compile_error")
+        kind = classify(exc, run.torch)
+        if kind == "gpu_memory":       # other processes held the GPU's memory: not checked, verified again
+            run.torch.cuda.empty_cache()
+            res["untimed_cause"] = "gpu_memory"
+        elif res["phase"].startswith("init"):
+            kind = "compile_error"
+        res.update(error=error_text(exc, job["candidate_path"]), error_kind=kind)
     clock["trials"] = time.monotonic()
     prepared = None
     if job.get("wait_for_go") and "error" not in res and run.trials_clean():
-        from kernelrag.verify.measure import first_call
+        from kernelrag.verify.measure import first_call, late_failure
 
         if link is not None:
             link.phase = "first_call"
         try:
             prepared = first_call(run, model_cls, plan)
         except BaseException as exc:   # noqa: BLE001 - building or running at the timed size failed
-            res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
+            late_failure(run, exc, "building the candidate at the timed size")
     if link is not None:
         link.enabled = False           # from here on the parent holds the GPU as the go says
         res["gate"] = {"compiles_yielded": link.compiles,
@@ -304,14 +308,14 @@ def run_candidate(job: dict[str, Any], stamps: dict[str, float] | None = None) -
         go, run.ceilings = go_message.get("go"), go_message.get("ceilings")
         clock["go"] = time.monotonic()
         if go == "time" and "error" not in res and prepared is not None:
-            from kernelrag.verify.measure import measure
+            from kernelrag.verify.measure import late_failure, measure
 
             if link is not None:
                 link.phase = "after_timing"
             try:
                 measure(run, prepared, plan, after_timing=(lambda: link.ask("shared")) if link else None)
             except BaseException as exc:   # noqa: BLE001 - running at the timed size failed
-                res["timing_error"] = {"kind": classify(exc), "error": error_text(exc, job["candidate_path"])}
+                late_failure(run, exc, "the timed run")
     if link is not None:
         res["gate"]["waited_s"] = {k: round(v, 3) for k, v in link.waited_s.items()}
     write_json(final, res)
