@@ -39,7 +39,7 @@ from kernelrag.draft.prompts import declared_transformations, kernel_messages
 from kernelrag.errors import ConfigError, KernelRAGError, LLMError
 from kernelrag.export import new_log_id, write_log
 from kernelrag.memory import writeback
-from kernelrag.memory.config_search import TRANSFORMATION, search_configs, searchable
+from kernelrag.memory.config_search import TRANSFORMATION, faster_than, search_configs, tunable_round
 from kernelrag.memory.tuning import TuningStore
 from kernelrag.memory.writeback import MEMORY_STATES, kept_round
 from kernelrag.task import Task
@@ -337,29 +337,32 @@ class Loop:
 
     def _tune(self, final: Round) -> None:
         """On a GPU, search the configurations of a verified tunable kernel through the
-        verifier (``memory.config_search``); a pinned winner faster than the kernel as
-        verified becomes the last round."""
+        verifier (``memory.config_search``): the kept round's, or where it has none the
+        fastest round that has (``tunable_round``). A pinned winner faster than the kept
+        kernel becomes the last round."""
         top_k = self.settings.tune_top_k
-        if top_k < 1 or not searchable(final.draft, final.verdict):
+        base = tunable_round(self.rounds, final)
+        if top_k < 1 or base is None:
             return
         start = time.perf_counter()
         try:
-            found = search_configs(final.draft, final.verdict, self._verify, TuningStore(self.settings.cache_dir),
+            found = search_configs(base.draft, base.verdict, self._verify, TuningStore(self.settings.cache_dir),
                                    verify_all=self._verify_all,
                                    regime=getattr(self.ctx.pattern, "regime", None) or {}, graph=self.parts.graph,
-                                   pattern=self.ctx.signature or None, transformations=final.transformations,
-                                   top_k=top_k, log_id=self.log_id or "", skill=final.skill)
+                                   pattern=self.ctx.signature or None, transformations=base.transformations,
+                                   top_k=top_k, log_id=self.log_id or "", skill=base.skill)
         except KernelRAGError as exc:       # an unreadable tuning memory must not lose the kernel
             self.notes.append(f"configuration search skipped: {exc}")
             return
-        self.notes.append(f"configuration search: {found.note}")
+        where = "" if base is final else f" of round {base.index} (round {final.index}, kept, has no configurations)"
+        self.notes.append(f"configuration search{where}: {found.note}")
         won = found.winner_verdict
-        if won is None or not won.ok or won.kernel_ms.median_ms >= final.verdict.kernel_ms.median_ms:
-            self.notes.append("configuration search: the kernel as verified stays")
+        if won is None or not won.ok or not faster_than(won, final.verdict):
+            self.notes.append(f"configuration search: the kernel of round {final.index} stays")
             return
         self._add_round(Round(index=len(self.rounds) + 1, drafter="tune", draft=found.winner_source, verdict=won,
-                              feedback=won.feedback(), skill=final.skill, seconds=time.perf_counter() - start,
-                              transformations=list(dict.fromkeys([*final.transformations, TRANSFORMATION]))),
+                              feedback=won.feedback(), skill=base.skill, seconds=time.perf_counter() - start,
+                              transformations=list(dict.fromkeys([*base.transformations, TRANSFORMATION]))),
                         {"method": "configuration search", "plan": found.note})
 
     def _examples(self) -> list:

@@ -311,3 +311,30 @@ def test_a_config_left_untimed_by_other_processes_memory_is_neither_stored_nor_e
     assert len(again.calls) == 2 and again.calls[1] == configs[0]["BLOCK_M"]
     assert store.get(tuning_key(source, _verdict(5.0), REGIME))["results"][held]["status"] == "ok"
     assert second.winner["BLOCK_M"] == min(block_ms, key=block_ms.get)
+
+
+def test_a_kept_kernel_without_configurations_leaves_the_search_to_the_fastest_round_that_has_them():
+    """H200, 2026-12-05: rms_norm_silu kept rows in registers (0.79x torch.compile, no
+    configurations) and never searched the looped passes' CONFIGS, whose 32-warp
+    configuration had run 1.37x its default on an H100."""
+    from types import SimpleNamespace
+
+    from kernelrag.memory.config_search import faster_than, tunable_round
+
+    tunable, plain = KERNEL.read_text(), "def kernel():\n    pass\n"
+
+    def rnd(source, ms, status="correct"):
+        v = _verdict(ms, status)
+        return SimpleNamespace(draft=source, verdict=v, ok=v.ok)
+
+    kept = rnd(plain, 1.0)
+    near, far, slower_broken = rnd(tunable, 1.3), rnd(tunable, 1.7), rnd(tunable, 1.1, "incorrect")
+    assert tunable_round([kept, far, near, slower_broken], kept) is near
+    assert tunable_round([kept, far], kept) is None                  # past TUNE_REACH: not worth a search
+    both = rnd(tunable, 1.0)
+    assert tunable_round([both, near], both) is both                 # the kept round has configurations
+    assert tunable_round([rnd(plain, None), near], rnd(plain, None)) is None   # untimed: nothing to compare
+    a, b = _verdict(2.0), _verdict(1.0)
+    assert faster_than(b, a) and not faster_than(a, b)
+    a.speedup_vs_eager, b.speedup_vs_eager = 3.0, 2.5                # side by side with eager: drift cancels
+    assert faster_than(a, b)

@@ -57,6 +57,33 @@ def searchable(source: str, verdict: Any) -> bool:
                 and len(source_configs(source)) > 1)
 
 
+# A round without configurations may be kept over one with them that a search could still
+# make faster: rows of 16384 in registers (0.79x torch.compile, H200) over the looped passes,
+# whose 32-warp configuration ran 1.37x its default's speed (H100, 2026-12-05). A kernel more
+# than this many times slower than the kept one is not searched.
+TUNE_REACH = 1.6
+
+
+def tunable_round(rounds: list, kept: Any) -> Any:
+    """The round whose configurations a search explores: the kept round when it has them,
+    else the fastest verified round that has, within ``TUNE_REACH`` of the kept one's time."""
+    if searchable(kept.draft, kept.verdict):
+        return kept
+    if kept.verdict is None or kept.verdict.kernel_ms is None:
+        return None
+    others = [r for r in rounds if r is not kept and r.ok and searchable(r.draft, r.verdict)
+              and r.verdict.kernel_ms.median_ms <= TUNE_REACH * kept.verdict.kernel_ms.median_ms]
+    return min(others, key=lambda r: r.verdict.kernel_ms.median_ms, default=None)
+
+
+def faster_than(a: Any, b: Any) -> bool:
+    """Verdict ``a``'s kernel beats ``b``'s: by their speedups over eager where both have one
+    (each measured side by side with eager, so drift between the runs cancels), else by time."""
+    if a.speedup_vs_eager and b.speedup_vs_eager:
+        return a.speedup_vs_eager > b.speedup_vs_eager
+    return a.kernel_ms.median_ms < b.kernel_ms.median_ms
+
+
 def search_configs(source: str, verdict: Any, verify: Callable[[str], Any], store: TuningStore, *,
                    regime: dict[str, Any], graph: Any = None, pattern: str | None = None,
                    transformations: list[str] | None = None, top_k: int = 4, log_id: str = "",
