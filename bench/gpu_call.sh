@@ -47,9 +47,10 @@ for step in "$@"; do
                   --budget-s $((secs - 60)) 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
     suite)      # SUITE_RESULTS=bench/results/<gpu>-<date>.json resumes an earlier run's file;
+                # SUITE_TAG=s4 names a fresh one bench/results/<gpu>-<date>-s4.json;
                 # SUITE_ONLY=a,b,c runs those tasks only; SUITE_ORDER=<earlier results file> starts the
                 # tasks that took longest there first
-                from=${SUITE_RESULTS:-bench/results/$gpu-$day.json}; name=$(basename "$from")
+                from=${SUITE_RESULTS:-bench/results/$gpu-$day${SUITE_TAG:+-$SUITE_TAG}.json}; name=$(basename "$from")
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
                 timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
                   ${SUITE_ONLY:+--only "$SUITE_ONLY"} ${SUITE_ORDER:+--longest-first "$SUITE_ORDER"} \
