@@ -470,3 +470,63 @@ def test_correctness_trials_cut_short_by_other_processes_memory_are_not_checked_
     assert "other processes held the GPU's memory" in v.reason
     s.result = s.phase1 = dict(result, error_kind="runtime", untimed_cause=None)
     assert assemble(Verdict(device="cuda"), s, SimpleNamespace(uses_cuda_extension=False)).status == "incorrect"
+
+
+def test_a_verification_run_again_for_memory_has_the_session_to_itself():
+    """The retry waits for the verifications in flight to end; new ones wait for the retry."""
+    from kernelrag.verify.gate import MemoryRoom
+
+    room, log = MemoryRoom(), []
+    first_in, let_first_go = threading.Event(), threading.Event()
+
+    def first():
+        with room.shared():
+            first_in.set()
+            log.append("first in")
+            let_first_go.wait(5)
+            log.append("first out")
+
+    def retry():
+        with room.alone():
+            log.append("retry alone")
+            time.sleep(0.05)
+            log.append("retry done")
+
+    def later():
+        with room.shared():
+            log.append("later in")
+
+    threads = [threading.Thread(target=first)]
+    threads[0].start()
+    first_in.wait(5)
+    threads.append(threading.Thread(target=retry))
+    threads[1].start()
+    time.sleep(0.05)
+    threads.append(threading.Thread(target=later))     # arrives while the retry waits: goes after it
+    threads[2].start()
+    time.sleep(0.05)
+    assert log == ["first in"]
+    let_first_go.set()
+    for t in threads:
+        t.join(5)
+    assert log == ["first in", "first out", "retry alone", "retry done", "later in"]
+
+
+def test_outputs_the_reference_process_never_compared_are_not_checked_not_incorrect():
+    """H100, 2026-12-05: linear_swiglu_bf16 came out "incorrect" because the reference
+    process, out of GPU memory beside four other tasks, never answered the comparison."""
+    from types import SimpleNamespace
+
+    from kernelrag.verify.outcome import assemble
+
+    trials = {"t0": {"output": "/tmp/t0.pt", "launches": 1}}
+    result = {"phase": "trials done", "trials": trials, "findings": [], "checks": []}
+    s = SimpleNamespace(ready={"trials": [{"id": "t0", "dist": "task"}]}, result=result, phase1=result, limit=None,
+                        ref_error=None, not_checkable=None, timed_out=None, crashed=None, stderr="", isolation="",
+                        compare=None, baseline=None, clock={},
+                        ref_lost="exit 1; stderr: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2 GiB")
+    v = assemble(Verdict(device="cuda"), s, SimpleNamespace(uses_cuda_extension=False))
+    assert v.status == "not_checkable" and not v.ok and v.untimed_cause == "gpu_memory"
+    assert "reference process gave no comparison" in v.reason
+    s.result = s.phase1 = dict(result, trials={"t0": dict(trials["t0"], problems=["shape (2,) != (4,)"])})
+    assert assemble(Verdict(device="cuda"), s, SimpleNamespace(uses_cuda_extension=False)).status == "incorrect"

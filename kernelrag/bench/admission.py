@@ -5,7 +5,10 @@ the reference process's trials and its torch.compile baseline, the candidate's t
 slots and the contents rotated through them, eager's and torch.compile's outputs.
 ``TASK_MEMORY_COPIES`` of a task's bytes (inputs, weights and outputs once, as the
 roofline counts them) is its footprint. On 2026-12-05 five 4.3 GB tasks in flight fit in
-an H200's 141 GB but not in an 80 GB H100, where 26 of 79 tasks ran out of memory.
+an H200's 141 GB but not in an 80 GB H100, where 26 of 79 tasks ran out of memory; at six
+copies, 16 still did: one candidate process held up to 14 GiB, and a configuration search
+runs several candidates of a task at once. A verification that still runs short is
+verified again alone (``verify.gate.MemoryRoom``).
 
 The next task started is the first one in the queue whose footprint fits beside those
 in flight; with none in flight, the first one starts whatever its size.
@@ -14,7 +17,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-TASK_MEMORY_COPIES = 6        # copies of a task's inputs and outputs held on the GPU at once
+TASK_MEMORY_COPIES = 8        # copies of a task's inputs and outputs held on the GPU at once
 GPU_MEMORY_SHARE = 0.9        # of the GPU's memory, for the tasks in flight (the rest: CUDA contexts)
 
 

@@ -5,7 +5,8 @@ Precedence of outcomes, first match wins: the task could not run here
 (compile_error) > a blocking run-time finding such as a patched function, a thread
 or no kernel launched (rejected) > an exception in forward (incorrect, or
 compile_error for a Triton compilation error, or not_checkable where other processes
-held the GPU's memory: ``faults.classify``) > a failed check (incorrect) > a null
+held the GPU's memory: ``faults.classify``; not_checkable too where the reference process
+gave no comparison) > a failed check (incorrect) > a null
 control that passes on every trial (weak_task) > correct.
 """
 from __future__ import annotations
@@ -60,6 +61,13 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     blocking = [f for f in v.findings if f.blocking]
     if blocking:
         return _final(v, "rejected", f"{blocking[0].rule}: {blocking[0].message}", compiled=True)
+    lost = getattr(s, "ref_lost", None)
+    definite = [c for c in v.checks if not c.passed and not c.name.startswith("compare")]
+    if lost and not kind and not definite:
+        if out_of_memory(lost):
+            v.untimed_cause = "gpu_memory"     # a session verifies the candidate once more, alone
+        return _final(v, "not_checkable", f"not checked: the reference process gave no comparison ({lost})"[:400]
+                      + "; verify again", compiled=True, checkable=False)
     if kind == "resource_limit":
         message = "host memory cap reached: " + _first_line(result.get("error"), "allocation failed")
         v.findings.append(Finding("resource-limit", None, message, True))

@@ -82,6 +82,7 @@ class Session:
 
     ready: dict[str, Any] | None = None          # the reference process's plan message
     ref_error: str | None = None
+    ref_lost: str | None = None                  # the reference process gave no comparison: why
     phase1: dict[str, Any] | None = None
     result: dict[str, Any] | None = None
     compare: dict[str, Any] | None = None
@@ -243,6 +244,8 @@ def _run(job: Job, slot: Slot, given_ref, gate, baseline) -> Session:
             ref.send({"cmd": "compare", "outputs": outputs})
             s.compare = ref.recv(time.monotonic() + max(120.0, job.timeout_s))
             healthy = s.compare is not None
+            if not healthy:                # not the candidate's failure: nothing was compared
+                s.ref_lost = ref.describe()
         if wait_for_go:
             go, ceilings = _all_passed(s), None
             if go:

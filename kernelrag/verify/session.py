@@ -47,7 +47,7 @@ from typing import Any, Callable, Iterable
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
 from kernelrag.verify.baselines import Baselines
-from kernelrag.verify.gate import GpuGate
+from kernelrag.verify.gate import GpuGate, MemoryRoom
 from kernelrag.verify.processes import (give_back, in_background, reference_key, reference_server, warm_zygote,
                                         zygotes_enabled)
 from kernelrag.verify.sandbox import Job, Session, Slot, run_session
@@ -93,6 +93,7 @@ class VerifySession:
         self.prestart = (self.resolved == "cuda" or not zygotes_enabled()) if prestart is None else bool(prestart)
         self.compile_baseline = compile_baseline
         self.gate = GpuGate()
+        self.room = MemoryRoom()
         cache = _cache_dir(cache_dir, self.resolved)
         self.baselines = Baselines(self.gate, lambda: self._take_ref("cuda"),
                                    lambda server, ok: self._give_ref("cuda", server, ok),
@@ -110,11 +111,11 @@ class VerifySession:
     def verify(self, task_path: str | Path, candidate_path: str | Path, **overrides: Any) -> Verdict:
         """One candidate file against one task file (``overrides``: per-call ``verify`` options)."""
         return _timed_once_more(lambda: verify(task_path, candidate_path, **{**self.options, **overrides},
-                                               runner=self.run_job, gate=self.gate))
+                                               runner=self.run_job, gate=self.gate), self.room)
 
     def verify_source(self, task_src: str, candidate_src: str, **overrides: Any) -> Verdict:
         return _timed_once_more(lambda: verify_source(task_src, candidate_src, **{**self.options, **overrides},
-                                                      runner=self.run_job, gate=self.gate))
+                                                      runner=self.run_job, gate=self.gate), self.room)
 
     def verify_many(self, task_path: str | Path, candidate_paths: Iterable[str | Path], *,
                     on_verdict: Callable[[int, Verdict], None] | None = None) -> list[Verdict]:
@@ -321,15 +322,20 @@ class VerifySession:
         self.close()
 
 
-def _timed_once_more(call: Callable[[], Verdict]) -> Verdict:
-    """The verdict of ``call()``; verified once more, fresh inputs and all, when it went
-    untimed because other processes held the GPU's memory (the session's other candidates
-    and tasks share it; by the second try the picture has changed)."""
-    v = call()
+def _timed_once_more(call: Callable[[], Verdict], room: MemoryRoom | None = None) -> Verdict:
+    """The verdict of ``call()``, sharing the session's GPU memory; verified once more,
+    fresh inputs and all, with the memory to itself (``room.alone()``: the other
+    verifications end first, new ones wait), when it went untimed or unchecked because
+    other processes held the GPU's memory."""
+    room = room or MemoryRoom()
+    with room.shared():
+        v = call()
     if getattr(v, "untimed_cause", None) != "gpu_memory":
         return v
-    again = call()
-    again.warnings.append("verified twice: the first time the GPU's memory was held by other processes")
+    with room.alone():
+        again = call()
+    again.warnings.append("verified twice: the first time the GPU's memory was held by other processes, "
+                          "the second time alone in this session")
     return again
 
 
