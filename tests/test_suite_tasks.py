@@ -38,6 +38,10 @@ def test_task_declares_counts_and_traces(path):
     assert counted.source == "counted", counted.source
     assert n_bytes == counted.bytes_moved, \
         f"{path.name}: get_bytes()={n_bytes}, but inputs + parameters + outputs once = {counted.bytes_moved}"
+    # the roofline prices reads and writes apart: the declared task carries the counted split
+    declared = count(mod)
+    assert (declared.source, declared.bytes_read, declared.bytes_written) == \
+        ("declared", counted.bytes_read, counted.bytes_written), declared
     assert flops >= counted.flops, \
         f"{path.name}: get_flops()={flops} is below the counted matmul/conv FLOPs {counted.flops}"
     p = op_pattern(path)

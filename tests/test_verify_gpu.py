@@ -103,6 +103,53 @@ def test_roofline_with_missing_counts_or_ceilings():
     assert copy_only["bound"] == "memory" and copy_only["warnings"] == []
 
 
+# mean_dim's bytes: a 4.3 GB read, a 1 MB output; an H200 streams reads faster than it copies
+READ = {**H200, "read_gbps": 4800.0}
+MEAN_READ, MEAN_WRITTEN = 64 * 4096 * 4096 * 4, 64 * 4096 * 4
+
+
+def test_a_read_only_reduction_is_floored_by_read_bandwidth():
+    n = MEAN_READ + MEAN_WRITTEN
+    copy_floor_ms = n / 4040e9 * 1e3
+    read_floor_ms = (2 * MEAN_WRITTEN / 4040e9 + (MEAN_READ - MEAN_WRITTEN) / 4800e9) * 1e3
+    time_ms = (copy_floor_ms + read_floor_ms) / 2           # under the copy floor, over the read floor
+    old = rl.roofline(0, n, time_ms, READ)                  # no split: every byte at copy bandwidth
+    assert old["frac_roofline"] > 1 and any("exceeds the measured copy ceiling" in w for w in old["warnings"])
+    r = rl.roofline(0, n, time_ms, READ, bytes_read=MEAN_READ, bytes_written=MEAN_WRITTEN)
+    assert r["memory_floor_ms"] == pytest.approx(read_floor_ms) == r["floor_ms"]
+    assert 0.9 < r["frac_roofline"] < 1 and r["frac_bandwidth"] == pytest.approx(r["frac_roofline"])
+    assert r["warnings"] == [] and r["bound"] == "memory"
+    assert "read 4800 GB/s" in r["memory_ceiling"] and "copy 4040 GB/s" in r["memory_ceiling"]
+    reads_only = rl.roofline(0, MEAN_READ, 1.0, READ, bytes_read=MEAN_READ, bytes_written=0)
+    assert reads_only["memory_floor_ms"] == pytest.approx(MEAN_READ / 4800e9 * 1e3)
+    assert reads_only["memory_ceiling"] == "measured read 4800 GB/s (reads only)"
+    fast = rl.roofline(0, n, 0.8 * read_floor_ms, READ, bytes_read=MEAN_READ, bytes_written=MEAN_WRITTEN)
+    assert any("exceeds the measured ceiling for its reads and writes" in w for w in fast["warnings"])
+
+
+def test_a_copy_keeps_its_floor_and_the_split_never_raises_a_floor():
+    n = 2 * 4.04e9
+    copy = rl.roofline(0, n, 2.0, READ, bytes_read=n / 2, bytes_written=n / 2)
+    assert copy["memory_floor_ms"] == pytest.approx(2.0) and copy["frac_roofline"] == pytest.approx(1.0)
+    assert copy["memory_ceiling"] == "measured copy 4040 GB/s (reads + writes)"
+    expand = rl.roofline(0, n, 2.0, READ, bytes_read=n / 4, bytes_written=3 * n / 4)    # W > R: copy's price
+    assert expand["memory_floor_ms"] == pytest.approx(2.0)
+    slow_read = rl.roofline(0, n, 2.0, {**H200, "read_gbps": 3000.0}, bytes_read=n, bytes_written=0)
+    assert slow_read["memory_floor_ms"] == pytest.approx(2.0) and "copy" in slow_read["memory_ceiling"]
+    mismatched = rl.roofline(0, n, 2.0, READ, bytes_read=n, bytes_written=n / 2)  # not a split of ``bytes``
+    assert mismatched["memory_floor_ms"] == pytest.approx(2.0)
+
+
+def test_ceilings_without_a_read_bandwidth_price_every_byte_at_copy():
+    n = MEAN_READ + MEAN_WRITTEN
+    split = dict(bytes_read=MEAN_READ, bytes_written=MEAN_WRITTEN)
+    old = rl.roofline(0, n, 1.0, H200, **split)             # ceilings measured before read_gbps
+    assert old["memory_floor_ms"] == pytest.approx(n / 4040e9 * 1e3)
+    assert old["memory_ceiling"].startswith("measured copy 4040 GB/s")
+    no_split = rl.roofline(0, n, 1.0, READ)
+    assert no_split["memory_floor_ms"] == pytest.approx(old["memory_floor_ms"])
+
+
 @pytest.mark.parametrize("kwargs", [dict(time_ms=0), dict(time_ms=-1.0), dict(time_ms=float("nan")),
                                     dict(flops=-5), dict(bytes=float("inf"))])
 def test_roofline_rejects_bad_arguments(kwargs):
@@ -482,6 +529,18 @@ def test_cache_round_trip_and_rejections(tmp_path):
     assert ceil.read_cache(path, "NVIDIA H200", "580.159.04") is None
     assert ceil.read_cache(tmp_path / "missing.json", "NVIDIA H200", "580.159.04") is None
     assert not list(path.parent.glob("*.tmp"))
+
+
+def test_cache_read_bandwidth_is_optional_but_checked(tmp_path):
+    path = ceil.cache_path(tmp_path, "NVIDIA H200")
+    ceil.write_cache(path, {**_measured(), "read_gbps": 4800.0})
+    assert ceil.read_cache(path, "NVIDIA H200", "580.159.04")["read_gbps"] == 4800.0
+    ceil.write_cache(path, _measured())                                   # no read_gbps: loads, copy only
+    assert "read_gbps" not in ceil.read_cache(path, "NVIDIA H200", "580.159.04")
+    for broken in ({**_measured(), "read_gbps": 0}, {**_measured(), "read_gbps": "fast"},
+                   {**_measured(), "version": 2, "read_gbps": 4800.0}):   # version 2: measured again
+        ceil.write_cache(path, broken)
+        assert ceil.read_cache(path, "NVIDIA H200", "580.159.04") is None
 
 
 def test_get_ceilings_measures_once_per_gpu_and_driver(tmp_path, monkeypatch):

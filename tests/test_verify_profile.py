@@ -83,11 +83,15 @@ def test_verdict_feedback_carries_precision_ceiling_and_profile():
     summary = profile.summarize_kernels(profile.parse_ncu_csv(NCU_CSV))
     v = Verdict(ok=True, status="correct", reason="matches", device="cuda", timed=True,
                 kernel_ms={"median_ms": 1.5, "iqr_ms": 0.01, "trials": 100}, precision="tf32x3 (3xTF32)",
-                ceiling="fp32 via tf32x3: 93.0 TFLOP/s", profile=summary)
+                ceiling="fp32 via tf32x3: 93.0 TFLOP/s", profile=summary,
+                memory_ceiling="measured read 4800 GB/s (reads only)")
     v = Verdict.from_dict(v.to_dict())
     text = v.feedback()
     assert "Precision path: tf32x3 (3xTF32)." in text
     assert "Roofline compute ceiling: fp32 via tf32x3: 93.0 TFLOP/s." in text
+    assert "Roofline memory ceiling: measured read 4800 GB/s (reads only)." in text
+    old = {k: x for k, x in v.to_dict().items() if k not in ("memory_ceiling", "bytes_read", "bytes_written")}
+    assert Verdict.from_dict(old).memory_ceiling is None          # verdicts stored before the split
     assert "limiter compute" in text and "SOL compute 82%" in text and "compute-bound" in text
     none = Verdict(status="correct", device="cuda", profile={"profiled": False, "note": "ncu absent"})
     assert "Profiler: none (ncu absent); event timing only." in none.feedback()

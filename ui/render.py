@@ -185,7 +185,7 @@ def roofline_figure(verdict: Any):
         ax.set_ylabel("TFLOP/s")
         ax.legend(loc="lower right", fontsize=8)
     elif verdict.achieved_gbps:                                  # pure data movement: bandwidth only
-        bars = [("kernel", verdict.achieved_gbps)] + ([("measured copy", peak_gbps)] if peak_gbps else [])
+        bars = [("kernel", verdict.achieved_gbps)] + ([("memory ceiling", peak_gbps)] if peak_gbps else [])
         ax.bar([b[0] for b in bars], [b[1] for b in bars], color=["tab:red", "0.6"][:len(bars)])
         ax.set_ylabel("GB/s")
     else:

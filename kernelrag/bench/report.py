@@ -148,7 +148,8 @@ def markdown(results: dict[str, Any]) -> str:
         f"# Benchmark: {m.get('gpu', m.get('device'))}",
         "",
         f"torch {m.get('torch')}, triton {m.get('triton')}, driver {m.get('driver')}, CUDA {m.get('cuda')}; "
-        f"measured ceilings: copy {_f(ceil.get('copy_gbps'), '{:.0f}')} GB/s, bf16 matmul "
+        f"measured ceilings: copy {_f(ceil.get('copy_gbps'), '{:.0f}')} GB/s, read "
+        f"{_f(ceil.get('read_gbps'), '{:.0f}')} GB/s, bf16 matmul "
         f"{_f(ceil.get('bf16_tflops'), '{:.0f}')} TFLOP/s, fp32 matmul {_f(ceil.get('fp32_tflops'), '{:.1f}')} TFLOP/s.",
         "",
         f"- tasks: {s['n_tasks']}, correct: {s['n_correct']} ({s['correct_rate']:.0%}), timed: {s['n_timed']}",
@@ -157,7 +158,7 @@ def markdown(results: dict[str, Any]) -> str:
         f"vs the better of the two: {_f(s['geomean_speedup_vs_better_baseline'], '{:.2f}x')}",
         "- fast_p vs eager: " + ", ".join(f"fast_{p}={v:.0%}" for p, v in s["fast_p_vs_eager"].items()),
         "- fast_p vs torch.compile: " + ", ".join(f"fast_{p}={v:.0%}" for p, v in s["fast_p_vs_compile"].items()),
-        f"- memory-bound kernels, median fraction of copy bandwidth: "
+        f"- memory-bound kernels, median fraction of the memory ceiling (read and copy bandwidth): "
         f"{_f(s['memory_bound_median_frac_bandwidth'], '{:.0%}')}",
         f"- tasks faster than torch.compile or at >= 90% of the roofline: {s['n_meeting_target']}/{s['n_tasks']}",
         "- targets: " + ", ".join(f"{k} {'met' if v else 'NOT met'}" for k, v in s["targets"].items()),

@@ -2,13 +2,14 @@
 
 Achieved rates are reported against what this card really does, never against a
 datasheet: copy bandwidth from a large device-to-device copy (bytes read plus bytes
-written over time) and matrix rates from large products on random data (zeros run
-faster than real data on Hopper). fp32 products are measured on each precision path
-(``gemm_paths``: cuBLAS IEEE fp32, cuBLAS TF32, Triton 3xTF32) with each path's error
-against fp64, so an fp32 task is judged against the fastest path that passes its
-tolerance. One measurement takes about a second; the result is
-cached as JSON under ``cache_dir/ceilings-<gpu-slug>.json`` and measured again when
-the driver changes.
+written over time), read bandwidth from a sum over a buffer of the same size (bytes
+read over time: a read-only stream runs faster than a copy) and matrix rates from
+large products on random data (zeros run faster than real data on Hopper). fp32
+products are measured on each precision path (``gemm_paths``: cuBLAS IEEE fp32, cuBLAS
+TF32, Triton 3xTF32) with each path's error against fp64, so an fp32 task is judged
+against the fastest path that passes its tolerance. One measurement takes about a
+second; the result is cached as JSON under ``cache_dir/ceilings-<gpu-slug>.json``
+and measured again when the driver (or ``CACHE_VERSION``) changes.
 
 Standard library plus torch: this module runs on the GPU machine.
 """
@@ -29,9 +30,10 @@ from typing import Any
 
 from kernelrag.errors import KernelRAGError
 
-CACHE_VERSION = 2                 # 2: fp32_paths (rate and error of each fp32 precision path)
+CACHE_VERSION = 3                 # 2: fp32_paths (rate and error of each fp32 precision path); 3: read_gbps
 COPY_BYTES = 2 * 1024**3          # one side of the copy; read + write moves twice this
 COPY_WARMUP, COPY_TRIALS = 3, 20
+READ_WARMUP, READ_TRIALS = 3, 20   # torch.sum over a buffer of the copy's size
 BF16_N, BF16_WARMUP, BF16_TRIALS = 8192, 3, 10
 FP32_N, FP32_WARMUP, FP32_TRIALS = 4096, 2, 10
 REQUIRED_KEYS = ("gpu", "driver", "copy_gbps", "bf16_tflops", "fp32_tflops", "fp32_paths", "measured_at", "method")
@@ -148,8 +150,10 @@ def read_cache(path: Path, gpu: str, driver: str) -> dict[str, Any] | None:
         return None
     if data["gpu"] != gpu or data["driver"] != driver:
         return None
-    for key in ("copy_gbps", "bf16_tflops", "fp32_tflops"):
-        value = data[key]
+    for key in ("copy_gbps", "bf16_tflops", "fp32_tflops", "read_gbps"):
+        value = data.get(key)
+        if key == "read_gbps" and value is None:
+            continue          # optional: without it the roofline prices every byte at copy bandwidth
         if not isinstance(value, (int, float)) or isinstance(value, bool) or not value > 0:
             return None
     paths = data["fp32_paths"]
@@ -175,8 +179,8 @@ def write_cache(path: Path, data: dict[str, Any]) -> None:
 
 
 def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device: Any = None) -> dict[str, Any]:
-    """Measured ceilings of the current GPU: ``{gpu, driver, copy_gbps, bf16_tflops,
-    fp32_tflops, measured_at, method, ...}``.
+    """Measured ceilings of the current GPU: ``{gpu, driver, copy_gbps, read_gbps,
+    bf16_tflops, fp32_tflops, measured_at, method, ...}``.
 
     Measured once per GPU name and driver and cached under ``cache_dir``; with
     ``cache_dir=None`` the result is kept for the life of the process only.
@@ -202,8 +206,8 @@ def get_ceilings(cache_dir: Path | str | None, *, refresh: bool = False, device:
 
 
 def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[str, Any]:
-    """Measure copy bandwidth, the bf16 matrix rate and each fp32 precision path now
-    (a few seconds on an H200)."""
+    """Measure copy and read bandwidth, the bf16 matrix rate and each fp32 precision path
+    now (a few seconds on an H200)."""
     import torch
 
     from kernelrag.verify.gemm_paths import measure_fp32_paths
@@ -214,6 +218,7 @@ def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[s
     with torch.cuda.device(dev):
         copy_bytes = _copy_size(torch)
         copy_ms = _time_copy(torch, dev, copy_bytes)
+        read_ms = _time_read(torch, dev, copy_bytes)
         bf16_ms = _time_matmul(torch, dev, torch.bfloat16, BF16_N, BF16_WARMUP, BF16_TRIALS)
         fp32_ms = _time_matmul(torch, dev, torch.float32, FP32_N, FP32_WARMUP, FP32_TRIALS)
         torch.cuda.empty_cache()
@@ -223,6 +228,7 @@ def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[s
         "gpu": props.name,
         "driver": driver if driver is not None else driver_version(),
         "copy_gbps": 2 * copy_bytes / (copy_ms * 1e-3) / 1e9,
+        "read_gbps": copy_bytes / (read_ms * 1e-3) / 1e9,
         "bf16_tflops": 2 * BF16_N**3 / (bf16_ms * 1e-3) / 1e12,
         "fp32_tflops": 2 * FP32_N**3 / (fp32_ms * 1e-3) / 1e12,
         "fp32_paths": {name: {k: path[k] for k in ("tflops", "rel_err", "how", "median_ms", "iqr_ms", "trials")}
@@ -230,7 +236,9 @@ def measure_ceilings(device: Any = None, *, driver: str | None = None) -> dict[s
         "measured_at": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
         "method": (
             f"copy: median of {COPY_TRIALS} device-to-device copies of {copy_bytes} bytes of random "
-            f"fp32 after {COPY_WARMUP} warm-ups, counting bytes read + written; bf16: median of "
+            f"fp32 after {COPY_WARMUP} warm-ups, counting bytes read + written; read: median of {READ_TRIALS} "
+            f"torch.sum over the same {copy_bytes} bytes after {READ_WARMUP} warm-ups, counting bytes read; "
+            f"bf16: median of "
             f"{BF16_TRIALS} torch.matmul {BF16_N}^3 on randn after {BF16_WARMUP} warm-ups; fp32: median "
             f"of {FP32_TRIALS} torch.matmul {FP32_N}^3 on randn with TF32 off after {FP32_WARMUP} "
             f"warm-ups; fp32_paths: the same {FP32_N}^3 product by cuBLAS fp32, cuBLAS TF32 and a Triton "
@@ -298,6 +306,16 @@ def _time_copy(torch: Any, dev: Any, copy_bytes: int) -> float:
         return _median_event_ms(torch, lambda: dst.copy_(src), COPY_WARMUP, COPY_TRIALS)
     finally:
         del src, dst
+
+
+def _time_read(torch: Any, dev: Any, read_bytes: int) -> float:
+    """A read-only stream: torch.sum of one buffer into a scalar (the output is 4 bytes)."""
+    src = torch.rand(read_bytes // 4, device=dev, dtype=torch.float32)
+    out = torch.empty((), device=dev, dtype=torch.float32)
+    try:
+        return _median_event_ms(torch, lambda: torch.sum(src, dim=0, out=out), READ_WARMUP, READ_TRIALS)
+    finally:
+        del src, out
 
 
 def _time_matmul(torch: Any, dev: Any, dtype: Any, n: int, warmup: int, trials: int) -> float:

@@ -4,6 +4,10 @@ A task may declare ``get_flops()`` and ``get_bytes()`` (computed from its size
 constants). Otherwise:
 
 * bytes = every input tensor and parameter read once + every output written once;
+  ``bytes_read`` (inputs, parameters, buffers) and ``bytes_written`` (outputs) split
+  that sum for the roofline, which prices reads and writes apart. A declared task gets
+  the split when its ``get_bytes()`` equals the counted sum; one whose declared bytes
+  count something else (or that cannot run on meta) has no split (both None);
 * flops = what ``torch.utils.flop_counter.FlopCounterMode`` counts while the
   reference runs on the ``meta`` device (no real compute, any size). It counts
   matmuls, convolutions and attention; elementwise and reduction ops count 0,
@@ -24,24 +28,31 @@ class Counts:
     flops: int | None
     bytes_moved: int | None
     source: str                 # "declared", "counted", "mixed" or why nothing was counted
+    bytes_read: int | None = None      # inputs + parameters + buffers; None: no split known
+    bytes_written: int | None = None   # outputs; bytes_read + bytes_written == bytes_moved
 
     def to_dict(self) -> dict:
-        return {"flops": self.flops, "bytes_moved": self.bytes_moved, "source": self.source}
+        return {"flops": self.flops, "bytes_moved": self.bytes_moved, "bytes_read": self.bytes_read,
+                "bytes_written": self.bytes_written, "source": self.source}
 
 
 def count(mod: types.ModuleType) -> Counts:
     """Counts for the task module ``mod`` at the sizes its constants hold."""
     declared_flops = _declared(mod, "get_flops")
     declared_bytes = _declared(mod, "get_bytes")
-    if declared_flops is not None and declared_bytes is not None:
-        return Counts(declared_flops, declared_bytes, "declared")
     try:
-        flops, bytes_moved = _count_on_meta(mod)
+        flops, read, written = _count_on_meta(mod)
     except Exception as exc:          # noqa: BLE001 - an uncountable task only loses its roofline
+        if declared_flops is not None and declared_bytes is not None:
+            return Counts(declared_flops, declared_bytes, "declared")       # no split: copy bandwidth
         return Counts(declared_flops, declared_bytes, f"not counted: {type(exc).__name__}: {exc}"[:200])
+    if declared_bytes is not None and declared_bytes != read + written:
+        read = written = None         # the declared bytes count something else: no split to price
+    if declared_flops is not None and declared_bytes is not None:
+        return Counts(declared_flops, declared_bytes, "declared", read, written)
     source = "counted" if declared_flops is None and declared_bytes is None else "mixed"
     return Counts(declared_flops if declared_flops is not None else flops,
-                  declared_bytes if declared_bytes is not None else bytes_moved, source)
+                  declared_bytes if declared_bytes is not None else read + written, source, read, written)
 
 
 def _declared(mod: types.ModuleType, name: str) -> int | None:
@@ -49,8 +60,9 @@ def _declared(mod: types.ModuleType, name: str) -> int | None:
     return int(fn()) if callable(fn) else None
 
 
-def _count_on_meta(mod: types.ModuleType) -> tuple[int, int]:
-    """Build the model and inputs on the meta device (no memory, any size) and count."""
+def _count_on_meta(mod: types.ModuleType) -> tuple[int, int, int]:
+    """(FLOPs, bytes read, bytes written): the model and inputs built on the meta device
+    (no memory, any size) and counted."""
     from torch.utils.flop_counter import FlopCounterMode
 
     with torch.device("meta"):
@@ -61,4 +73,4 @@ def _count_on_meta(mod: types.ModuleType) -> tuple[int, int]:
         out = model(*inputs)
     outs, _ = flatten_outputs(out)
     weights = nbytes_of(list(model.parameters()) + list(model.buffers()))
-    return int(counter.get_total_flops()), nbytes_of(inputs) + weights + nbytes_of(outs)
+    return int(counter.get_total_flops()), nbytes_of(inputs) + weights, nbytes_of(outs)

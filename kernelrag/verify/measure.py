@@ -127,8 +127,10 @@ def measure(run: Any, prepared: Prepared, plan: dict[str, Any], *, after_timing:
         kernel = (timing or {}).get("kernel") or {}
         roof = None
         if kernel.get("median_ms") and counts.get("bytes_moved"):
+            # counts from before the split (no bytes_read / bytes_written) price every byte at copy
             roof = roofline(counts.get("flops") or 0, counts["bytes_moved"], kernel["median_ms"], ceilings,
-                            dtype=dtype, rel_norm_tol=rel_norm_tol)
+                            dtype=dtype, rel_norm_tol=rel_norm_tol, bytes_read=counts.get("bytes_read"),
+                            bytes_written=counts.get("bytes_written"))
     except Exception as exc:   # noqa: BLE001 - a failure of the measurement, not of the candidate
         short = gpu_memory_short(exc, torch)
         if short:

@@ -30,6 +30,7 @@ def assemble(v: Verdict, s: Any, static: Any) -> Verdict:
     _sizes(v, ready)
     counts = ready.get("counts") or {}      # the task's FLOPs and minimum bytes at its own sizes
     v.flops, v.bytes_moved = counts.get("flops"), counts.get("bytes_moved")
+    v.bytes_read, v.bytes_written = counts.get("bytes_read"), counts.get("bytes_written")
     if v.device == "cpu":
         v.warnings.append("checked under Triton's CPU interpreter; no time measured")
     v.isolation = getattr(s, "isolation", "") or v.isolation
@@ -203,7 +204,7 @@ def _timing(v: Verdict, result: dict, baseline: dict | None = None) -> None:
     for ours, theirs in (("achieved_gbps", "achieved_gbps"), ("achieved_tflops", "achieved_tflops"),
                          ("frac_bandwidth", "frac_bandwidth"), ("frac_compute", "frac_compute"),
                          ("roofline_floor_ms", "floor_ms"), ("frac_roofline", "frac_roofline"),
-                         ("ceiling", "ceiling")):
+                         ("ceiling", "ceiling"), ("memory_ceiling", "memory_ceiling")):
         setattr(v, ours, roof.get(theirs))
     v.warnings += list(roof.get("warnings", []))
     v.warnings += [f for f in v.review_flags() if f not in v.warnings]

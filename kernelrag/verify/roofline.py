@@ -1,9 +1,14 @@
 """Speed of light: how close a measured time is to the floor set by bytes and FLOPs.
 
-The floor is the larger of two times: the minimum bytes over the measured copy
-bandwidth, and the FLOPs over the measured matrix rate for the task's dtype. A time
-under the floor is physically impossible, so achieved rates above a measured ceiling
-are flagged as a bug (wrong byte count) or a hack (work hidden from the timer).
+The floor is the larger of two times: the memory floor of the minimum bytes, and the
+FLOPs over the measured matrix rate for the task's dtype. A time under the floor is
+physically impossible, so achieved rates above a measured ceiling are flagged as a bug
+(wrong byte count) or a hack (work hidden from the timer).
+
+Memory model: a byte read costs 1/read (a measured read-only sum) and a byte written
+2/copy - 1/read (so a copy's N + N bytes cost 2N/copy), giving, for R >= W bytes read and
+written, ``floor = 2*W/copy + (R - W)/read``: a reduction's floor is R/read, a copy's is
+unchanged. With W > R, no split or no read ceiling, all bytes are priced at copy bandwidth.
 
 Standard library only (tensors are duck-typed), so it can be tested anywhere.
 """
@@ -69,9 +74,32 @@ def honest_ceiling(ceilings: dict[str, Any], dtype: Any,
     return peak, label
 
 
+def memory_floor_s(n_bytes: int | float, ceilings: dict[str, Any], bytes_read: int | float | None = None,
+                   bytes_written: int | float | None = None) -> tuple[float | None, str | None]:
+    """(seconds, the ceiling(s) used, named) for moving ``n_bytes`` (the module docstring's
+    model); (None, None) without a measured copy bandwidth. The split is used only when
+    both halves are given, sum to ``n_bytes`` and a read bandwidth was measured."""
+    copy_gbps, read_gbps = ceilings.get("copy_gbps"), ceilings.get("read_gbps")
+    if not _positive_number(copy_gbps):
+        return None, None
+    copy_label = f"measured copy {copy_gbps:.0f} GB/s (reads + writes)"
+    split = (bytes_read is not None and bytes_written is not None
+             and math.isclose(bytes_read + bytes_written, n_bytes, rel_tol=1e-9))
+    # W > R lies outside the two measurements (the fitted write cost would exceed copy's);
+    # a read ceiling at or below copy's says nothing faster than a copy: both price at copy
+    if not split or not _positive_number(read_gbps) or read_gbps <= copy_gbps or bytes_read <= bytes_written:
+        return n_bytes / (copy_gbps * 1e9), copy_label
+    excess = bytes_read - bytes_written                     # reads not paired with a write
+    seconds = 2 * bytes_written / (copy_gbps * 1e9) + excess / (read_gbps * 1e9)
+    if not bytes_written:
+        return seconds, f"measured read {read_gbps:.0f} GB/s (reads only)"
+    return seconds, f"measured read {read_gbps:.0f} GB/s (reads past the writes) + {copy_label} (the rest)"
+
+
 def roofline(flops: int | float | None, bytes: int | float | None, time_ms: float,
              ceilings: dict[str, Any], dtype: Any = "bfloat16",
-             rel_norm_tol: float | None = None) -> dict[str, Any]:
+             rel_norm_tol: float | None = None, *, bytes_read: int | float | None = None,
+             bytes_written: int | float | None = None) -> dict[str, Any]:
     """Achieved rates and the share of the speed-of-light floor reached.
 
     ``flops`` and ``bytes`` are the task's declared counts for one call (None when the
@@ -79,31 +107,39 @@ def roofline(flops: int | float | None, bytes: int | float | None, time_ms: floa
     the measured median time of one call. ``ceilings`` is ``get_ceilings(...)``'s dict.
     ``rel_norm_tol``: the task's relative-norm tolerance, which picks the fp32 precision
     path that bounds an fp32 task (``honest_ceiling``); ``out["ceiling"]`` names it.
+    ``bytes_read`` / ``bytes_written``: ``bytes`` split (``counting.Counts``), which prices
+    reads at the measured read bandwidth (``memory_floor_s``); ``out["memory_ceiling"]``
+    names what the memory floor used. ``frac_bandwidth`` is memory floor / time.
     """
     n_bytes = bytes  # the contract names the argument ``bytes``
-    _check_count("flops", flops)
-    _check_count("bytes", n_bytes)
+    for name, value in (("flops", flops), ("bytes", n_bytes), ("bytes_read", bytes_read),
+                        ("bytes_written", bytes_written)):
+        _check_count(name, value)
     if not _positive_number(time_ms):
         raise ValueError(f"time_ms={time_ms!r} must be a positive number of milliseconds")
     out: dict[str, Any] = {
         "achieved_gbps": None, "achieved_tflops": None, "frac_bandwidth": None,
         "frac_compute": None, "memory_floor_ms": None, "compute_floor_ms": None,
         "floor_ms": None, "frac_roofline": None, "bound": None,
-        "dtype": normalize_dtype(dtype), "ceiling": None, "warnings": [],
+        "dtype": normalize_dtype(dtype), "ceiling": None, "memory_ceiling": None, "warnings": [],
     }
     warnings: list[str] = out["warnings"]
     seconds = time_ms * 1e-3
-    copy_gbps = ceilings.get("copy_gbps")
     if n_bytes is not None:
         out["achieved_gbps"] = n_bytes / seconds / 1e9
-        if _positive_number(copy_gbps):
-            out["frac_bandwidth"] = out["achieved_gbps"] / copy_gbps
-            out["memory_floor_ms"] = n_bytes / (copy_gbps * 1e9) * 1e3
+        floor_s, out["memory_ceiling"] = memory_floor_s(n_bytes, ceilings, bytes_read, bytes_written)
+        if floor_s is not None:
+            out["memory_floor_ms"] = floor_s * 1e3
+            out["frac_bandwidth"] = floor_s / seconds
             if out["frac_bandwidth"] > OVER_CEILING:
+                roof_gbps = n_bytes / floor_s / 1e9 if floor_s > 0 else 0.0
+                named = (f"the measured copy ceiling {roof_gbps:.0f} GB/s"
+                         if out["memory_ceiling"].startswith("measured copy")
+                         else f"the measured ceiling for its reads and writes, {roof_gbps:.0f} GB/s "
+                              f"({out['memory_ceiling']})")
                 warnings.append(
-                    f"achieved {out['achieved_gbps']:.0f} GB/s exceeds the measured copy ceiling "
-                    f"{copy_gbps:.0f} GB/s: a bug (are the declared bytes right?) or a hack "
-                    "(work hidden from the timer, inputs served from cache)"
+                    f"achieved {out['achieved_gbps']:.0f} GB/s exceeds {named}: a bug (are the declared "
+                    "bytes right?) or a hack (work hidden from the timer, inputs served from cache)"
                 )
         else:
             warnings.append("no measured copy bandwidth in the ceilings: memory floor not counted")

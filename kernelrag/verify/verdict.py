@@ -140,6 +140,8 @@ class Verdict:
     compile_source: str | None = None      # how compile_ms was obtained (interleaved, or cached and drift-scaled)
     flops: int | None = None
     bytes_moved: int | None = None
+    bytes_read: int | None = None          # bytes_moved split: inputs + parameters read,
+    bytes_written: int | None = None       # outputs written (None: no split known)
     achieved_gbps: float | None = None
     achieved_tflops: float | None = None
     frac_bandwidth: float | None = None
@@ -147,6 +149,7 @@ class Verdict:
     roofline_floor_ms: float | None = None
     frac_roofline: float | None = None
     ceiling: str | None = None             # the compute ceiling the roofline used, named
+    memory_ceiling: str | None = None      # the bandwidth ceiling(s) its memory floor used, named
     precision: str | None = None           # the tl.dot precision path(s) that ran, e.g. tf32x3
     profile: dict[str, Any] | None = None  # ncu counters of the candidate's kernels (opt-in)
     gpu: str | None = None
@@ -245,6 +248,8 @@ class Verdict:
             lines.append(_timing_line(self))
             if self.ceiling:
                 lines.append(f"Roofline compute ceiling: {self.ceiling}.")
+            if self.memory_ceiling:
+                lines.append(f"Roofline memory ceiling: {self.memory_ceiling}.")
         if self.precision:
             lines.append(f"Precision path: {self.precision}.")
         if self.profile:
