@@ -12,7 +12,8 @@
 # (bench/conv_variants.py: the conv template's layouts side by side), rowcfg
 # (bench/rowwise_configs.py: the row-wise kernels' long-row configurations beside torch.compile), profile
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
-# (bench/inductor_kernels.py: torch.compile's kernels' text), smoke (bench/gpu_smoke.sh: the
+# (bench/inductor_kernels.py: torch.compile's kernels' text), coop (bench/coop_rows.py: cooperative
+# rows and tall-skinny products beside torch.compile), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
@@ -72,6 +73,9 @@ for step in "$@"; do
     inductor)   # INDUCTOR_TASKS="a b c": torch.compile's generated kernels and times for those tasks
                 timeout "$secs" python3 bench/inductor_kernels.py --out "$work/inductor-$gpu-$day" \
                   --budget-s $((secs - 40)) ${INDUCTOR_TASKS:-scaled_softmax group_norm rotary_embedding_qk} 2>&1 | tail -30 ;;
+    coop)       # COOP_TASKS="a b c" names the tasks (default: coop_rows.py's row-wise losers and matmul_tall_skinny)
+                timeout "$secs" python3 bench/coop_rows.py --out "$work/coop-rows-$gpu-$day-$(date +%H%M).json" \
+                  --budget-s $((secs - 60)) ${COOP_TASKS:-} 2>&1 | tail -30 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac

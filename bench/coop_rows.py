@@ -1,0 +1,211 @@
+"""Cooperative rows and tall-skinny products, side by side with torch.compile and today's drafts.
+
+    PYTHONPATH=. python3 bench/coop_rows.py --out FILE.json [--budget-s S] [TASK ...]
+
+For each task (a name in bench/tasks/), the hand-written kernels of bench/coop_kernels.py
+are launched over a grid of chunk sizes and warps, checked against the eager output (the
+one-launch kernel with its wait, and the two-launch form the CPU interpreter would run),
+then timed in one interleaved run with eager PyTorch, torch.compile and the offline
+lowering's default draft for the task (``verify.tune.time_configs``: L2 flushed before every
+call, round-robin, medians). Speedups are ratios within that run. A survey for choosing a
+template, not a verification: the verifier's protocol is what a generate run uses.
+Needs only torch, triton and numpy.
+"""
+from __future__ import annotations
+
+import argparse
+import datetime
+import importlib.util
+import json
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+TASKS = ROOT / "bench" / "tasks"
+ROWS = ("log_softmax", "scaled_softmax", "softmax", "layer_norm", "rms_norm", "rms_norm_silu",
+        "layer_norm_relu_residual", "group_norm", "group_norm_silu", "instance_norm_relu")
+DEFAULT = ("matmul_tall_skinny",) + ROWS
+CHUNK_WARPS = ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16))
+SKINNY = [(bm, bn, w, fma, stream) for bm, bn, w in ((64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8),
+                                                      (256, 128, 8), (64, 128, 4), (32, 256, 4))
+          for fma in (0, 1) for stream in (0, 1)]
+
+
+def load_module(source: str, path: Path):
+    path.write_text(source)        # triton.jit reads the kernel's source from its file
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _row_spec(name: str, ref, x):
+    """(kernel, constant kwargs, tensor args before y) for a row task, from its Model."""
+    import torch.nn as nn
+
+    from bench import coop_kernels as K
+
+    if "softmax" in name:
+        return K.coop_softmax, dict(SCALE=0.125 if name == "scaled_softmax" else 1.0, LOG=name == "log_softmax"), []
+    act = {"rms_norm_silu": 1, "group_norm_silu": 1, "instance_norm_relu": 2, "layer_norm_relu_residual": 3}.get(name, 0)
+    if name.startswith("rms_norm"):
+        return K.coop_norm, dict(RMS=True, PER_COLUMN=True, INNER=1, GROUPS=1, ACT=act, eps=ref.eps), \
+            [ref.weight.detach(), ref.weight.detach()]
+    norm = next(m for m in ref.modules() if isinstance(m, (nn.LayerNorm, nn.GroupNorm, nn.InstanceNorm2d)))
+    if isinstance(norm, nn.LayerNorm):
+        return K.coop_norm, dict(RMS=False, PER_COLUMN=True, INNER=1, GROUPS=1, ACT=act, eps=norm.eps), \
+            [norm.weight.detach(), norm.bias.detach()]
+    groups = norm.num_groups if isinstance(norm, nn.GroupNorm) else x.shape[1]
+    inner = x.shape[2] * x.shape[3]
+    return K.coop_norm, dict(RMS=False, PER_COLUMN=False, INNER=inner, GROUPS=groups, ACT=act, eps=norm.eps), \
+        [norm.weight.detach(), norm.bias.detach()]
+
+
+def _row_launchers(name: str, ref, x):
+    import torch
+
+    kernel, consts, params = _row_spec(name, ref, x)
+    per_column = consts.get("PER_COLUMN", True)       # softmax and layer/RMS norm: rows along the last dim
+    rows = x.numel() // x.shape[-1] if per_column else x.shape[0] * consts["GROUPS"]
+    n = x.numel() // rows
+    launchers = {}
+    for chunk, warps in CHUNK_WARPS:
+        if n % chunk or n // chunk < 2 or (not per_column and consts["INNER"] % chunk):
+            continue
+        n_chunks = n // chunk
+
+        def run(phases=False, chunk=chunk, n_chunks=n_chunks, warps=warps):
+            y = torch.empty_like(x)
+            part = torch.empty(2 * rows * n_chunks, device=x.device, dtype=torch.float32)
+            count = torch.zeros(rows, device=x.device, dtype=torch.int32)
+            for phase in ((1, 2) if phases else (0,)):
+                kernel[(rows * n_chunks,)](x, *params, y, part, count, N=n, CHUNK=chunk, N_CHUNKS=n_chunks,
+                                           PHASE=phase, num_warps=warps, **consts)
+            return y
+        launchers[f"coop:CHUNK={chunk},num_warps={warps}"] = run
+    return launchers
+
+
+def _skinny_launchers(a, b):
+    import torch
+
+    from bench import coop_kernels as K
+
+    m, k = a.shape
+    n = b.shape[1]
+    launchers = {}
+    for bm, bn, warps, fma, stream in SKINNY:
+        def run(bm=bm, bn=bn, warps=warps, fma=fma, stream=stream):
+            c = torch.empty(m, n, device=a.device, dtype=torch.float32)
+            K.skinny_dot[(m // bm * (n // bn),)](a, b, c, M=m, N=n, K=k, BM=bm, BN=bn, GROUP=8, FMA=fma,
+                                                  STREAM=stream, num_warps=warps)
+            return c
+        launchers[f"skinny:BM={bm},BN={bn},num_warps={warps},{'fma' if fma else 'dot_ieee'}{',cs' if stream else ''}"] = run
+    launchers["write_ceiling:torch.full"] = lambda: torch.full((m, n), 1.0, device=a.device)
+    return launchers
+
+
+def survey(name: str, folder: Path, iters: int) -> dict:
+    import torch
+
+    from kernelrag.draft.lower.lowering import lower
+    from kernelrag.task import load_task
+    from kernelrag.verify.tune import time_configs
+
+    source = (TASKS / f"{name}.py").read_text()
+    task = load_task(source, f"coop_{name}")
+    torch.manual_seed(0)
+    ref = task.Model(*task.get_init_inputs()).cuda().eval()
+    with torch.no_grad():       # parameters off their defaults, as the verifier redraws them
+        for p in ref.parameters():
+            p.copy_(torch.randn_like(p) * 0.5 + 1.0)
+    inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
+    with torch.no_grad():
+        expected = ref(*inputs)
+    compiled = torch.compile(ref)
+    runs = {"eager": lambda: ref(*inputs), "compile": lambda: compiled(*inputs)}
+    draft = lower(source, name)
+    if draft.ok:
+        module = load_module(draft.source, folder / f"{name}_draft.py")
+        ours = module.ModelNew(*task.get_init_inputs()).cuda().eval()
+        ours.load_state_dict(ref.state_dict())
+        runs["lowered_default"] = lambda: ours(*inputs)
+    mine = _skinny_launchers(*inputs) if name == "matmul_tall_skinny" else _row_launchers(name, ref, inputs[0])
+    checks, wrong = {}, {}
+    with torch.no_grad():
+        for label, run in [*mine.items(), *(("lowered_default", runs["lowered_default"]),) * draft.ok]:
+            try:
+                out = run()
+                if label.startswith("coop") and label == next(iter(mine)):
+                    two = run(phases=True)
+                    checks["two_launches_equal_one"] = bool(torch.equal(two, out))
+            except Exception as exc:   # noqa: BLE001 - a kernel that cannot build or launch is a result
+                wrong[label] = {"status": "compile_error", "detail": f"{type(exc).__name__}: {exc}"[:400]}
+                mine.pop(label, None)
+                runs.pop(label, None)
+                continue
+            if label.startswith("write_ceiling"):
+                continue
+            out = out[0] if isinstance(out, (tuple, list)) else out
+            err = (out.double() - expected.double()).abs().max().item()
+            if not torch.allclose(out, expected, rtol=1e-4, atol=1e-5):
+                wrong[label] = {"status": "incorrect", "detail": f"max abs err {err:.3g}"}
+                mine.pop(label, None)
+                runs.pop(label, None)
+            else:
+                checks[label] = f"max abs err {err:.3g}"
+        runs.update(mine)
+        timed = {**time_configs(runs, iters=iters), **wrong}
+    compile_ms = timed.get("compile", {}).get("median_ms")
+    for label, row in timed.items():
+        if row.get("median_ms") and compile_ms:
+            row["speedup_vs_compile"] = round(compile_ms / row["median_ms"], 4)
+    ok = [label for label in mine if timed.get(label, {}).get("median_ms")]
+    best = min(ok, key=lambda label: timed[label]["median_ms"]) if ok else None
+    nbytes = task.get_bytes() if hasattr(task, "get_bytes") else None
+    return {"task": name, "bytes": nbytes, "runs": timed, "checks": checks, "best": best,
+            "best_vs_compile": timed[best].get("speedup_vs_compile") if best else None,
+            "lowered_vs_compile": timed.get("lowered_default", {}).get("speedup_vs_compile")}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", default=list(DEFAULT), help="task names in bench/tasks/")
+    parser.add_argument("--out", required=True, help="results file (JSON)")
+    parser.add_argument("--iters", type=int, default=20, help="timed calls of each kernel")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
+    args = parser.parse_args()
+    sys.path.insert(0, str(ROOT))
+    import torch
+    import triton
+
+    start, rows = time.monotonic(), []
+    result = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
+              "torch": torch.__version__, "triton": triton.__version__,
+              "method": "time_configs: L2 flushed before each call, round-robin, medians; ratios within one run",
+              "tasks": rows}
+    with tempfile.TemporaryDirectory(prefix="coop-rows-") as folder:
+        for name in args.tasks:
+            if time.monotonic() - start > args.budget_s:
+                rows.append({"task": name, "skipped": "budget"})
+                continue
+            t0 = time.monotonic()
+            try:
+                row = survey(name, Path(folder), args.iters)
+            except Exception as exc:   # noqa: BLE001 - one task's failure is a result, the rest still run
+                row = {"task": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
+            row["seconds"] = round(time.monotonic() - t0, 1)
+            rows.append(row)
+            print(name, row.get("best"), "best", row.get("best_vs_compile"), "lowered", row.get("lowered_vs_compile"),
+                  row.get("error", ""), f"{row['seconds']} s", flush=True)
+            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+            torch._dynamo.reset()
+            torch.cuda.empty_cache()
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
