@@ -6,7 +6,8 @@ For each task (a name in bench/tasks/), the hand-written kernels of bench/coop_k
 are launched over a grid of chunk sizes and warps, checked against the eager output (the
 one-launch kernel with its wait, and the two-launch form the CPU interpreter would run),
 then timed in one interleaved run with eager PyTorch, torch.compile and the offline
-lowering's default draft for the task (``verify.tune.time_configs``: L2 flushed before every
+lowering's drafts for the task, one a variant combination, the default first, each launching
+its CONFIGS[0] (``verify.tune.time_configs``: L2 flushed before every
 call, round-robin, medians). Speedups are ratios within that run. A survey for choosing a
 template, not a verification: the verifier's protocol is what a generate run uses.
 Needs only torch, triton and numpy.
@@ -110,7 +111,7 @@ def _skinny_launchers(a, b):
 def survey(name: str, folder: Path, iters: int) -> dict:
     import torch
 
-    from kernelrag.draft.lower.lowering import lower
+    from kernelrag.draft.lower.lowering import lower, variant_choices
     from kernelrag.task import load_task
     from kernelrag.verify.tune import time_configs
 
@@ -126,16 +127,19 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         expected = ref(*inputs)
     compiled = torch.compile(ref)
     runs = {"eager": lambda: ref(*inputs), "compile": lambda: compiled(*inputs)}
-    draft = lower(source, name)
-    if draft.ok:
-        module = load_module(draft.source, folder / f"{name}_draft.py")
-        ours = module.ModelNew(*task.get_init_inputs()).cuda().eval()
-        ours.load_state_dict(ref.state_dict())
-        runs["lowered_default"] = lambda: ours(*inputs)
+    lowered = {}
+    for combo in variant_choices(source)[:4]:      # the default first
+        draft = lower(source, name, combo)
+        if draft.ok:
+            module = load_module(draft.source, folder / f"{name}_{len(lowered)}.py")
+            ours = module.ModelNew(*task.get_init_inputs()).cuda().eval()
+            ours.load_state_dict(ref.state_dict())
+            lowered[f"lowered:{'+'.join(combo)}"] = lambda m=ours: m(*inputs)
+    default = next(iter(lowered), None)
     mine = _skinny_launchers(*inputs) if name == "matmul_tall_skinny" else _row_launchers(name, ref, inputs[0])
     checks, wrong = {}, {}
     with torch.no_grad():
-        for label, run in [*mine.items(), *(("lowered_default", runs["lowered_default"]),) * draft.ok]:
+        for label, run in [*mine.items(), *lowered.items()]:
             try:
                 out = run()
                 if label.startswith("coop") and label == next(iter(mine)):
@@ -144,7 +148,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
             except Exception as exc:   # noqa: BLE001 - a kernel that cannot build or launch is a result
                 wrong[label] = {"status": "compile_error", "detail": f"{type(exc).__name__}: {exc}"[:400]}
                 mine.pop(label, None)
-                runs.pop(label, None)
+                lowered.pop(label, None)
                 continue
             if label.startswith("write_ceiling"):
                 continue
@@ -153,10 +157,11 @@ def survey(name: str, folder: Path, iters: int) -> dict:
             if not torch.allclose(out, expected, rtol=1e-4, atol=1e-5):
                 wrong[label] = {"status": "incorrect", "detail": f"max abs err {err:.3g}"}
                 mine.pop(label, None)
-                runs.pop(label, None)
+                lowered.pop(label, None)
             else:
                 checks[label] = f"max abs err {err:.3g}"
         runs.update(mine)
+        runs.update(lowered)
         timed = {**time_configs(runs, iters=iters), **wrong}
     compile_ms = timed.get("compile", {}).get("median_ms")
     for label, row in timed.items():
@@ -167,7 +172,8 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     nbytes = task.get_bytes() if hasattr(task, "get_bytes") else None
     return {"task": name, "bytes": nbytes, "runs": timed, "checks": checks, "best": best,
             "best_vs_compile": timed[best].get("speedup_vs_compile") if best else None,
-            "lowered_vs_compile": timed.get("lowered_default", {}).get("speedup_vs_compile")}
+            "lowered_default": default, "lowered_vs_compile": {label: timed[label].get("speedup_vs_compile")
+                                                               for label in timed if label.startswith("lowered")}}
 
 
 def main() -> int:

@@ -60,6 +60,7 @@ def {name}_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
     PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
+    STORE_CACHE: tl.constexpr,  # "" or ".cs": an output far past L2, written once, streams out evict-first
 ):
     pid = tl.program_id(0)
     batch = tl.program_id(1)
@@ -120,11 +121,11 @@ def {name}_kernel(
 {epilogue}{store}'''
 
 _STORE_TILE = '''{i}c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1
-{i}tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
+{i}tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok{cache})
 '''
 
 _STORE_ROW = '''{i}c = c_ptr + b0.to(tl.int64) * s_c0 + b1.to(tl.int64) * s_c1  # one value per row: [BLOCK_M, 1]
-{i}tl.store(c + offs_m * s_cm, tl.reshape(acc, (BLOCK_M,)).to(c_ptr.dtype.element_ty), mask=m_ok)
+{i}tl.store(c + offs_m * s_cm, tl.reshape(acc, (BLOCK_M,)).to(c_ptr.dtype.element_ty), mask=m_ok{cache})
 '''
 
 _TMA = '''
@@ -280,10 +281,11 @@ def render_kernels(spec: GemmSpec) -> str:
     common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
                   scalar_args=scalar_args(spec.n_scalar))
     text = _HEADER.format(**common, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
-                          epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8))
-    text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    "))
+                          epilogue=epilogue_code(spec, " " * 8),
+                          store=store.format(i=" " * 8, cache=", cache_modifier=STORE_CACHE"))
+    text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    ", cache=""))
     if tma_eligible(spec):
-        text += _TMA.format(**common, epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8))
+        text += _TMA.format(**common, epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8, cache=""))
     if spec.vector:
         text += _GEMV.format(name=name, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8, True))
     return text

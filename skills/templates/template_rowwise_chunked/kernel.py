@@ -111,8 +111,8 @@ def rowwise_0_combine_kernel(
     in0_s0, in0_s1, in0_s2, in0_s3,     # operand 0's strides (0: broadcast)
     in1_s0, in1_s1, in1_s2, in1_s3,     # operand 1's strides (0: broadcast)
     in2_s0, in2_s1, in2_s2, in2_s3,     # operand 2's strides (0: broadcast)
-    part0_ptr,                          # fp32 partials of a reduction
-    part3_ptr,                          # fp32 partials of a reduction
+    part0_ptr,                          # fp32 partials of a reduction, (n_rows, n_split)
+    part3_ptr,                          # fp32 partials of a reduction, (n_rows, n_split)
     out0_ptr,                           # output 0, lane-level
     out0_s0, out0_s1, out0_s2, out0_s3, # output 0's strides
     rows_ptr,                           # fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)

@@ -47,6 +47,7 @@ from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_chunked import chunked_unavailable, emit_chunked, is_chunked_worthwhile
 from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, emit_column, is_column_worthwhile
+from kernelrag.draft.lower.templates.rowwise_coop import coop_unavailable, emit_coop, is_coop_worthwhile
 from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
 from kernelrag.draft.lower.templates.rowwise_passes import cone, plan_passes
 from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, row_limit
@@ -56,7 +57,7 @@ from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_spli
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped", "split", "column", "chunked", "three_pass")
+    variants = ("registers", "looped", "split", "column", "chunked", "three_pass", "coop")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -171,6 +172,8 @@ class RowwiseTemplate:
             return column_unavailable(graph, region)
         if variant == "chunked":
             return chunked_unavailable(graph, region)
+        if variant == "coop":
+            return coop_unavailable(graph, region)
         return None
 
     def dominated(self, graph: Graph, region: Region, variant: str) -> str | None:
@@ -184,6 +187,8 @@ class RowwiseTemplate:
             return "rows enough to fill the GPU one program each: chunks add a read and two launches"
         if variant == "three_pass" and not loops_at_traced_size(self, graph, region):
             return "rows short enough to hold in registers are read once"
+        if variant == "coop" and not is_coop_worthwhile(region):
+            return "rows short enough for one program each are read once by it"
         if variant in ("registers", "looped", "three_pass") and self._chunks(graph, region) \
                 and loops_at_traced_size(self, graph, region):
             # one looped program per row in two waves or fewer: group_norm's 512 rows of 2 MB ran at
@@ -204,6 +209,8 @@ class RowwiseTemplate:
             return "column"
         if self.unavailable(graph, region, "split") is None and is_split_worthwhile(graph, region):
             return "split"
+        if self.unavailable(graph, region, "coop") is None and is_coop_worthwhile(region):
+            return "coop"
         if self._chunks(graph, region) and loops_at_traced_size(self, graph, region):
             return "chunked"
         return self.variants[0]
@@ -229,6 +236,8 @@ class RowwiseTemplate:
             return emit_split_region(self, graph, region, name)
         if variant == "chunked":
             return emit_chunked(self, graph, region, name)
+        if variant == "coop":
+            return emit_coop(self, graph, region, name)
         if variant == "column":
             return emit_column(self, graph, region, name)
         if split_unavailable(graph, region) is not None:

@@ -82,68 +82,110 @@ class _Chunked:
 
     # ------------------------------------------------------------------ stats
     def stats_kernel(self) -> str:
-        w, g = self.w, self.g
+        w = self.w
         names = w.names()
         body = w.row_head(outs=False) + ["    split = tl.program_id(1)", "    lo = split * chunk",
                                         "    lanes = tl.arange(0, BLOCK_R)"]
         body += w.row_loads(names, "    ")
-        done = set(names)
-        row_ready = [n for n in w.r.nodes if w.frames[n] != C.LANE and g[n].op != "reduce"]
-        body += w.ready_rows(row_ready, names, done, "    ")
-        for nid in self.reduces:
-            body += w.acc_init(nid, self.riders.get(nid), "    ")
-        body.append("    for start in range(0, chunk, BLOCK_R):   # start: the offset inside this chunk")
-        inner = "        "
-        body += [line for line in w.chunk("lo + start", inner) if not line.lstrip().startswith("out")]
-        local = dict(names)
-        sources = [self.riders[n].source if n in self.riders else g[n].inputs[0] for n in self.reduces]
-        need = sorted({c for s in sources for c in cone(g, s, w.inside | set(w.loads)) + [s]
-                       if c not in done and (w.frame(c) == C.LANE or c in w.loads)})
-        for nid in need:
-            body += w.node_line(nid, local, inner, True, {})
-        for nid in self.bases:
-            on_top = [r for r in self.reduces if r in self.riders and self.riders[r].base == nid]
-            body += w.acc_update(nid, local[g[nid].inputs[0]], on_top, self.riders, inner)
-        body += ["    n_c = tl.minimum(chunk, n_red - lo).to(tl.float32)   # elements of this chunk"]
-        for nid in self.bases:
-            j = w.r.nodes.index(nid)
-            fn = g[nid].args["fn"]
-            part = f"tl.reduce(acc{j}, 0, _nan_{fn})" if fn in ("max", "min") else f"tl.sum(acc{j}, axis=0)"
-            body.append(f"    p{j} = {part}")
-        for nid, rider in self.riders.items():
-            j, b = w.r.nodes.index(nid), w.r.nodes.index(rider.base)
-            if rider.kind == ONLINE_SOFTMAX:    # the chunk's sum of exp(y - chunk max)
-                body += [f"    m_ref = tl.where(p{b} == float('-inf'), 0.0, p{b})",
-                         f"    p{j} = tl.sum(acc{j} * tl.exp(acc{b} - m_ref), axis=0)"]
-            else:                               # squared deviations about the chunk's own mean
-                body += [f"    dmk = p{b} / n_c - acc{j}_k",
-                         f"    p{j} = tl.maximum(tl.sum(acc{j}_sq - 2.0 * dmk * acc{j} + acc{j}_n * dmk * dmk, axis=0), 0.0)"]
-        for nid in self.reduces:
-            j = w.r.nodes.index(nid)
-            body.append(f"    tl.store(part{j}_ptr + row * n_split + split, p{j})")
-        args = w.operand_args(constant_reduced=len(w.red) > 1) + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
-                                     for n in self.reduces]
+        body += self.stats_lines(names)
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.part_args()
         args += [("n_red", "elements per row"), ("n_split", "chunks per row"),
                  ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("BLOCK_R: tl.constexpr", "lanes per step")]
         return f"@triton.jit\ndef {self.name}_stats_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
 
+    def part_args(self) -> list[tuple[str, str]]:
+        return [(f"part{self.w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction, (n_rows, n_split)")
+                for n in self.reduces]
+
+    def stats_lines(self, names: dict[int, str]) -> list[str]:
+        """The chunk's partial statistics, stored: everything after the row operands' loads."""
+        body = self.stats_ready(names) + self.stats_init("    ")
+        body.append("    for start in range(0, chunk, BLOCK_R):   # start: the offset inside this chunk")
+        inner = "        "
+        body += [line for line in self.w.chunk("lo + start", inner) if not line.lstrip().startswith("out")]
+        local = dict(names)
+        body += self.stats_lanes(local, inner) + self.stats_update(local, inner)
+        return body + self.stats_finish("    ")
+
+    def stats_ready(self, names: dict[int, str]) -> list[str]:
+        """Row-level values that need no reduction (named in ``names``)."""
+        w, g = self.w, self.g
+        row_ready = [n for n in w.r.nodes if w.frames[n] != C.LANE and g[n].op != "reduce"]
+        return w.ready_rows(row_ready, names, set(names), "    ")
+
+    def stats_init(self, ind: str) -> list[str]:
+        return [line for nid in self.reduces for line in self.w.acc_init(nid, self.riders.get(nid), ind)]
+
+    def stats_lanes(self, local: dict[int, str], ind: str) -> list[str]:
+        """The lane values the reductions read (loads and prologue), named in ``local``."""
+        w, g = self.w, self.g
+        sources = [self.riders[n].source if n in self.riders else g[n].inputs[0] for n in self.reduces]
+        need = sorted({c for s in sources for c in cone(g, s, w.inside | set(w.loads)) + [s]
+                       if c not in local and (w.frame(c) == C.LANE or c in w.loads)})
+        return [line for nid in need for line in w.node_line(nid, local, ind, True, {})]
+
+    def stats_update(self, local: dict[int, str], ind: str) -> list[str]:
+        g, body = self.g, []
+        for nid in self.bases:
+            on_top = [r for r in self.reduces if r in self.riders and self.riders[r].base == nid]
+            body += self.w.acc_update(nid, local[g[nid].inputs[0]], on_top, self.riders, ind)
+        return body
+
+    def stats_finish(self, ind: str) -> list[str]:
+        """The chunk's partials from the accumulators, stored."""
+        w, g = self.w, self.g
+        body = [f"{ind}n_c = tl.minimum(chunk, n_red - lo).to(tl.float32)   # elements of this chunk"]
+        for nid in self.bases:
+            j = w.r.nodes.index(nid)
+            fn = g[nid].args["fn"]
+            part = f"tl.reduce(acc{j}, 0, _nan_{fn})" if fn in ("max", "min") else f"tl.sum(acc{j}, axis=0)"
+            body.append(f"{ind}p{j} = {part}")
+        for nid, rider in self.riders.items():
+            j, b = w.r.nodes.index(nid), w.r.nodes.index(rider.base)
+            if rider.kind == ONLINE_SOFTMAX:    # the chunk's sum of exp(y - chunk max)
+                body += [f"{ind}m_ref = tl.where(p{b} == float('-inf'), 0.0, p{b})",
+                         f"{ind}p{j} = tl.sum(acc{j} * tl.exp(acc{b} - m_ref), axis=0)"]
+            else:                               # squared deviations about the chunk's own mean
+                body += [f"{ind}dmk = p{b} / n_c - acc{j}_k",
+                         f"{ind}p{j} = tl.maximum(tl.sum(acc{j}_sq - 2.0 * dmk * acc{j} + acc{j}_n * dmk * dmk, axis=0), 0.0)"]
+        for nid in self.reduces:
+            j = w.r.nodes.index(nid)
+            body.append(f"{ind}tl.store(part{j}_ptr + row * n_split + split, p{j})")
+        return body
+
     # ------------------------------------------------------------------ combine
     def combine_kernel(self) -> str:
-        w, g = self.w, self.g
+        w = self.w
         names = w.names()
-        body = w.row_head(outs=True) + ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split",
-                                       "    n_c = tl.minimum(chunk, n_red - s * chunk).to(tl.float32)"]
-        body += w.row_loads(names, "    ")
+        body = w.row_head(outs=True) + w.row_loads(names, "    ") + self.combine_lines(names)
+        for k, nid in enumerate(self.row_vals):
+            body.append(f"    tl.store(rows_ptr + row * N_ROW_VALS + {k}, {names[nid]})")
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.part_args()
+        args += self.output_args() + [("rows_ptr", "fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)"),
+                               ("n_red", "elements per row"), ("n_split", "chunks per row"), ("chunk", "elements per chunk"),
+                               ("N_ROW_VALS: tl.constexpr", "row values stored per row"),
+                               ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split")]
+        return f"@triton.jit\ndef {self.name}_combine_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+
+    def combine_lines(self, names: dict[int, str], from_l2: bool = False, first_only: str = "") -> list[str]:
+        """The row's partials combined into its reductions, the row values computed from them and
+        the row-level outputs stored (under ``first_only``, a condition, when every chunk combines).
+        ``from_l2``: the partials were stored by other programs of this launch, so they are loaded
+        past L1 (not coherent across SMs: a neighbouring row's earlier load may hold the line)."""
+        cg = ', cache_modifier=".cg"' if from_l2 else ""
+        w, g = self.w, self.g
+        body = ["    s = tl.arange(0, BLOCK_S)", "    smask = s < n_split",
+                "    n_c = tl.minimum(chunk, n_red - s * chunk).to(tl.float32)"]
         done = set(names)
         part = {n: f"part{w.r.nodes.index(n)}_ptr + row * n_split + s" for n in self.reduces}
         for nid in self.bases:
             fn, j = g[nid].args["fn"], w.r.nodes.index(nid)
-            body.append(f"    q{j} = tl.load({part[nid]}, mask=smask, other={_INIT[fn]})")
+            body.append(f"    q{j} = tl.load({part[nid]}, mask=smask, other={_INIT[fn]}{cg})")
             comb = f"tl.reduce(q{j}, 0, _nan_{fn})" if fn in ("max", "min") else f"tl.sum(q{j}, axis=0)"
             body.append(f"    v{nid} = {comb}{w.scale(g[nid])}")
         for nid, rider in self.riders.items():
             j, b = w.r.nodes.index(nid), w.r.nodes.index(rider.base)
-            body.append(f"    q{j} = tl.load({part[nid]}, mask=smask, other=0.0)")
+            body.append(f"    q{j} = tl.load({part[nid]}, mask=smask, other=0.0{cg})")
             if rider.kind == ONLINE_SOFTMAX:    # each chunk's sum rescaled to the row max
                 body += [f"    m_ref = tl.where(v{rider.base} == float('-inf'), 0.0, v{rider.base})",
                          f"    q_ref = tl.where(q{b} == float('-inf'), m_ref, q{b})",
@@ -156,19 +198,12 @@ class _Chunked:
             done.add(nid)
         row_nodes = [n for n in w.r.nodes if w.frames[n] != C.LANE and g[n].op != "reduce"]
         body += w.ready_rows(row_nodes, names, done, "    ")
-        body += w.stores(names, "    ", {C.ROW, C.SQUEEZED})
-        for k, nid in enumerate(self.row_vals):
-            body.append(f"    tl.store(rows_ptr + row * N_ROW_VALS + {k}, {names[nid]})")
-        args = w.operand_args(constant_reduced=len(w.red) > 1) + [(f"part{w.r.nodes.index(n)}_ptr", "fp32 partials of a reduction") for n in self.reduces]
-        args += self.output_args() + [("rows_ptr", "fp32 row values the apply pass reads, (n_rows, N_ROW_VALS)"),
-                               ("n_red", "elements per row"), ("n_split", "chunks per row"), ("chunk", "elements per chunk"),
-                               ("N_ROW_VALS: tl.constexpr", "row values stored per row"),
-                               ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split")]
-        return f"@triton.jit\ndef {self.name}_combine_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+        stores = w.stores(names, "        " if first_only else "    ", {C.ROW, C.SQUEEZED})
+        return body + ([f"    if {first_only}:"] if first_only and stores else []) + stores
 
     # ------------------------------------------------------------------ apply
     def apply_kernel(self) -> str:
-        w, g = self.w, self.g
+        w = self.w
         names = w.names()
         body = w.row_head(outs=True) + ["    split = tl.program_id(1)", "    lo = split * chunk",
                                        "    lanes = tl.arange(0, BLOCK_R)"]
@@ -176,26 +211,33 @@ class _Chunked:
         for k, nid in enumerate(self.row_vals):
             body.append(f"    v{nid} = tl.load(rows_ptr + row * N_ROW_VALS + {k})")
             names[nid] = f"v{nid}"
-        for nid in w.r.nodes:                   # a squeezed row value is its row value
-            if g[nid].op == "squeeze_row" and g[nid].inputs[0] in names:
-                names[nid] = names[g[nid].inputs[0]]
-        lane_outs = [n for n in w.outs if w.frames[n] == C.LANE]
-        body.append("    for start in range(0, chunk, BLOCK_R):")
-        inner = "        "
-        body += w.chunk("lo + start", inner)
-        need: set[int] = set()
-        for t in lane_outs:
-            need.update(c for c in cone(g, t, w.inside | set(w.loads)) + [t]
-                        if c not in names and (w.frame(c) == C.LANE or c in w.loads))
-        local = dict(names)
-        for nid in sorted(need):
-            body += w.node_line(nid, local, inner, True, {})
-        body += w.stores(local, inner, {C.LANE})
+        body += self.apply_lines(names)
         args = w.operand_args(constant_reduced=len(w.red) > 1) + self.output_args() + [
             ("rows_ptr", "fp32 row values from the combine, (n_rows, N_ROW_VALS)"), ("n_red", "elements per row"),
             ("chunk", "elements per chunk, a multiple of BLOCK_R"), ("N_ROW_VALS: tl.constexpr", "row values per row"),
             ("BLOCK_R: tl.constexpr", "lanes per step")]
         return f"@triton.jit\ndef {self.name}_apply_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+
+    def apply_lines(self, names: dict[int, str]) -> list[str]:
+        """The chunk's full-size outputs, step by step, from the row values in ``names``."""
+        inner = "        "
+        return (["    for start in range(0, chunk, BLOCK_R):"] + self.w.chunk("lo + start", inner)
+                + self.apply_outputs(names, inner))
+
+    def apply_outputs(self, names: dict[int, str], ind: str) -> list[str]:
+        """One step's full-size outputs: the lane values not yet in ``names`` computed, then stored."""
+        w, g = self.w, self.g
+        for nid in w.r.nodes:                   # a squeezed row value is its row value
+            if g[nid].op == "squeeze_row" and g[nid].inputs[0] in names:
+                names[nid] = names[g[nid].inputs[0]]
+        need: set[int] = set()
+        for t in [n for n in w.outs if w.frames[n] == C.LANE]:
+            need.update(c for c in cone(g, t, w.inside | set(w.loads)) + [t]
+                        if c not in names and (w.frame(c) == C.LANE or c in w.loads))
+        local, body = dict(names), []
+        for nid in sorted(need):
+            body += w.node_line(nid, local, ind, True, {})
+        return body + w.stores(local, ind, {C.LANE})
 
     # ------------------------------------------------------------------ launcher
     def launcher(self, region: Region) -> str:

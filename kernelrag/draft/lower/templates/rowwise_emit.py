@@ -427,13 +427,13 @@ def _as_run(w: _Writer, variant: str, looped_ok: bool) -> str:
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
     ops = {graph[n].op for n in region.nodes}
-    out = (["one_row_per_program"] if variant != "chunked" else []) + ["fp32_accumulation", "tree_reduction"]
+    out = (["one_row_per_program"] if variant not in ("chunked", "coop") else []) + ["fp32_accumulation", "tree_reduction"]
     if "scan" in ops:
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
         out.append("elementwise_fusion")
     out.append({"registers": "row_in_registers", "looped": "recompute_over_store", "chunked": "chunked_rows",
-                "three_pass": "separate_passes_l2"}.get(variant, "two_pass_reduction"))
+                "three_pass": "separate_passes_l2", "coop": "cooperative_rows"}.get(variant, "two_pass_reduction"))
     return out
 
 

@@ -1,0 +1,149 @@
+"""The row-wise template's cooperative variant: a long row's chunks meet inside one launch.
+
+The chunked variant (``rowwise_chunked``) cuts rows into chunks and runs three kernels:
+partial statistics, a combine per row, then the output pass, so its operands are read
+twice from DRAM; a looped row reads twice too, and torch.compile's softmax and norms over
+long rows read two or three times, the later reads from L2 when it still holds the row.
+Here one kernel does all three. Each program loads its chunk of BLOCK_R elements into
+registers once, stores the chunk's partials, counts itself in at its row's counter and
+waits until every chunk of the row has arrived; then it combines the row's partials
+itself (a few values, read past L1) and writes its outputs from the registers it holds.
+DRAM sees one read and one write: the roofline floor. On the H100 (2026-12-06) such a
+kernel ran group norms at 1.45-1.69x torch.compile and long-row softmaxes at 1.06-1.13x.
+
+The wait needs a row's chunks resident together. The launch is one-dimensional with a
+row's chunks consecutive and the GPU dispatches programs in launch order, so the earliest
+unfinished row always has its chunks started or next in line; with at most one chunk a
+row per SM (a program that fits at all fits once an SM) they are all resident at once and
+the row finishes. Rows of more chunks than SMs, and the CPU interpreter (which runs
+programs one after the other), take the same kernel as two launches instead (PHASE 1:
+every chunk's partials; PHASE 2: combine and write): the same arithmetic, one more read.
+"""
+from __future__ import annotations
+
+from kernelrag.draft.lower.ir import Graph
+from kernelrag.draft.lower.protocol import Emitted, Region
+from kernelrag.draft.lower.templates import common as C
+from kernelrag.draft.lower.templates.rowwise_chunked import _Chunked, chunked_unavailable
+from kernelrag.draft.lower.templates.rowwise_emit import _transformations, _Writer, helpers
+from kernelrag.draft.lower.templates.rowwise_sizes import row_counts
+
+MIN_ROW = 8192            # two chunks of the smallest configuration: one would be the registers variant
+LONG_ROW = 32768          # worth a round from here: at 16384 the registers variant holds a row and ties
+# (elements a chunk, held in registers: 32 fp32 a thread; warps), the first launched; the
+# configuration search times the rest. On the H100 (2026-12-06, bench/coop_rows.py) 8192 at 8
+# warps was the fastest or within 1% on 10 row tasks; 2048 at 4 was 5-30% slower.
+COOP_CONFIGS = ((8192, 8), (4096, 4), (16384, 16), (8192, 16), (4096, 8))
+
+BARRIER = '''@triton.jit
+def _arrive_and_wait(count_ptr, row, n_split):
+    """Count this program's chunk in at its row and wait until all n_split have arrived.
+    The partials stored before it are visible to the row's other programs after it."""
+    tl.debug_barrier()                                    # every thread's partials are stored
+    tl.atomic_add(count_ptr + row, 1, sem="release")
+    seen = tl.atomic_add(count_ptr + row, 0, sem="acquire")
+    while seen < n_split:
+        seen = tl.atomic_add(count_ptr + row, 0, sem="acquire")
+    tl.debug_barrier()
+'''
+
+
+def coop_unavailable(graph: Graph, region: Region) -> str | None:
+    why = chunked_unavailable(graph, region)
+    if why:
+        return why
+    if row_counts(region)[1] < MIN_ROW:
+        return f"rows shorter than {MIN_ROW}: one program a row holds them"
+    return None
+
+
+def is_coop_worthwhile(region: Region) -> bool:
+    """Rows of LONG_ROW elements or more: held in one program's registers they leave an SM one
+    row in flight (0.73-0.78x torch.compile at 32768 on the H100, 2026-12-06), and looped they
+    are read twice; at 16384 the registers variant ran within 1% of this one."""
+    return row_counts(region)[1] >= LONG_ROW
+
+
+def configs_source() -> str:
+    rows = "".join(f"    triton.Config({{\"BLOCK_R\": {b}}}, num_warps={w}),\n" for b, w in COOP_CONFIGS)
+    return ("# The cooperative kernel's chunk: BLOCK_R elements held in registers. It launches CONFIGS[0];\n"
+            "# on a GPU the configuration search verifies the others and pins the fastest.\n"
+            "CONFIGS = [\n" + rows + "]\n")
+
+
+def _indented(lines: list[str]) -> list[str]:
+    return ["    " + line for line in lines]
+
+
+class _Coop(_Chunked):
+    def kernel(self) -> str:
+        w = self.w
+        head = w.row_head(outs=True)
+        head = ["    pid = tl.program_id(0)", "    row = (pid // n_split).to(tl.int64)   # a row's chunks are consecutive",
+                "    split = pid % n_split"] + head[1:]
+        names = w.names()
+        body = head + ["    lo = split * BLOCK_R", "    lanes = tl.arange(0, BLOCK_R)", "    chunk = BLOCK_R",
+                       "    start = 0                 # one step: the chunk is one block"]
+        body += w.row_loads(names, "    ") + w.chunk("lo", "    ")
+        lanes = dict(names)              # the chunk, loaded once: every later step reads these registers
+        body += ["    # the chunk in registers: its loads and prologue"] + self.stats_lanes(lanes, "    ")
+        body += ["    if PHASE != 2:   # the chunk's partials"]
+        body += _indented(self.stats_ready(dict(names)) + self.stats_init("    ") + self.stats_update(lanes, "    ")
+                          + self.stats_finish("    "))
+        body += ["    if PHASE == 0:   # one launch: wait for the row's other chunks",
+                 "        _arrive_and_wait(count_ptr, row, n_split)"]
+        body += ["    if PHASE != 1:   # the row's statistics from every chunk's partials, then this chunk's outputs"]
+        combined = dict(names)
+        body += _indented(self.combine_lines(combined, from_l2=True, first_only="split == 0"))
+        row_names = {n: v for n, v in combined.items() if n not in names}
+        body += _indented(self.apply_outputs({**lanes, **row_names}, "    "))
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.part_args() + self.output_args()
+        args += [("count_ptr", "int32 chunks arrived a row, zeroed"), ("n_red", "elements per row"),
+                 ("n_split", "chunks per row"), ("BLOCK_R: tl.constexpr", "elements per chunk, held in registers"),
+                 ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split"),
+                 ("PHASE: tl.constexpr", "0: one launch with the wait; 1 then 2: two launches, no wait")]
+        return f"@triton.jit\ndef {self.name}_coop_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+
+    def launcher(self, region: Region) -> str:
+        w, g, name = self.w, self.g, self.name
+        params = [f"a{k}" for k in range(len(w.loads))]
+        tensors = C.tensor_params(g, w.loads, params)
+        ref = C.float_ref(g, w.loads, params)
+        lines = C.launcher_head(name, params, f"{region.describe(g)}; rows cut into chunks held in registers that "
+                                              "combine their statistics inside one launch.")
+        lines += C.domain_lines(tensors, w.rank)
+        dev = f"{tensors[0]}.device"
+        lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
+                  "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
+                  "    # at least two chunks a row: one would be the registers variant's program",
+                  "    block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], triton.next_power_of_2(max(triton.cdiv(n_red, 2), 1)))",
+                  "    n_split = triton.cdiv(n_red, block_r)"]
+        allocs, outs, strides = w.output_allocs(ref, dev)
+        lines += allocs
+        parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]
+        lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]
+        lines.append(f"    count = torch.zeros((n_rows,), dtype=torch.int32, device={dev})")
+        common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
+        call = ", ".join(common + parts + outs + strides + ["count", "n_red", "n_split"])
+        lines += ["    if n_rows > 0 and n_red > 0:",
+                  "        # one launch with the wait where a row's chunks surely fit on the GPU together (one",
+                  "        # program an SM always fits); else two launches, no wait: the interpreter runs programs",
+                  "        # one at a time, and a row of more chunks than SMs could wait for chunks never started",
+                  f"        together = {dev}.type == \"cuda\" and n_split <= torch.cuda.get_device_properties({dev}).multi_processor_count",
+                  "        for phase in ((0,) if together else (1, 2)):",
+                  f"            {name}_coop_kernel[(n_rows * n_split,)]({call}, BLOCK_R=block_r, "
+                  "BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps)",
+                  f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
+        return "\n".join(lines) + "\n"
+
+
+def emit_coop(template, graph: Graph, region: Region, name: str) -> Emitted:
+    w = _Writer(template, graph, region, "coop")
+    c = _Coop(w, name)
+    kernels = [configs_source()] + helpers(w) + [BARRIER, c.kernel()]
+    doc = (f"{region.describe(graph)}: each row of dims {list(region.reduced)} cut into chunks across consecutive "
+           "programs of one launch; each chunk stores its partial statistics, waits at its row's counter for the "
+           "others, combines them (Chan's rule for a variance) and writes its outputs from the chunk it just read: "
+           "one DRAM read of the operands and one write.")
+    return Emitted(kernels=kernels, launcher=c.launcher(region), launcher_name=name,
+                   transformations=_transformations("coop", graph, region), doc=doc)

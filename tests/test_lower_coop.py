@@ -1,0 +1,117 @@
+"""The row-wise template's cooperative variant: a long row's chunks combine inside one launch.
+
+On the CPU the launcher runs the kernel as two launches (partials, then combine and write):
+these tests check that arithmetic, the launch the GPU gets, and the kernel's compile for sm_90."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+
+from kernelrag.draft.lower.lowering import lower, variant_choices
+from test_lower import assert_close, run_both, task
+from test_lower_rowwise import compile_cases
+
+FEW_LONG = "batch_size = 3\ndim = 70000"      # few rows of 17 chunks and a ragged tail
+LONG = "batch_size = 3\ndim = 33000"
+
+
+def test_long_norm_rows_default_to_one_cooperative_launch_that_keeps_the_variance_far_from_zero():
+    """Inputs at mean 1000, std 1: each chunk's squared deviations about its own mean, combined by
+    Chan's rule, keep the variance that sum(x^2) - n mean^2 would lose in fp32."""
+    src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG,
+               inputs="torch.randn(batch_size, dim) + 1000.0")
+    d = lower(src, "ln")
+    assert d.ok, d.reason
+    assert "[coop]" in d.reason and "cooperative_rows" in d.transformations
+    assert "_arrive_and_wait(count_ptr, row, n_split)" in d.source
+    # one launch on a GPU where a row's chunks fit one an SM; two launches otherwise (and here)
+    assert "n_split <= torch.cuda.get_device_properties(a0.device).multi_processor_count" in d.source
+    assert "for phase in ((0,) if together else (1, 2)):" in d.source
+    ref, out = run_both(src, d.source)
+    assert_close(ref, out, rtol=1e-3, atol=1e-3)
+
+
+def test_cooperative_softmax_rescales_each_chunks_sum_and_survives_all_masked_chunks():
+    src = task("torch.softmax(x.masked_fill(m, float('-inf')) * 2.0, dim=-1)", args="x, m", dims=FEW_LONG,
+               inputs="torch.randn(batch_size, dim), torch.arange(dim)[None, :] < 40000")
+    d = lower(src, "masked", ("coop",))
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert torch.isfinite(out).all()
+    assert_close(ref, out)
+
+
+@pytest.mark.parametrize("forward", ["torch.log_softmax(x, dim=-1)", "torch.relu(self.ln(x)) + x"])
+def test_cooperative_rows_match_the_reference(forward):
+    src = task(forward, body="self.ln = nn.LayerNorm(dim)", dims=LONG)
+    d = lower(src, "coop", ("coop",))
+    assert d.ok, d.reason
+    assert_close(*run_both(src, d.source))
+
+
+def test_a_row_output_beside_the_full_size_one_is_stored_once_per_row():
+    """Every chunk combines the row's statistics; only the row's first chunk stores its row-level
+    outputs."""
+    src = task("(x - x.mean(dim=-1, keepdim=True), x.mean(dim=-1))", dims=LONG)
+    d = lower(src, "centred", ("coop",))
+    assert d.ok, d.reason
+    assert "if split == 0:" in d.source
+    (ref_full, ref_row), (full, row) = run_both(src, d.source)
+    assert_close(ref_full, full)
+    assert_close(ref_row, row)
+
+
+def test_16bit_inputs_accumulate_in_fp32_and_store_their_dtype():
+    src = task("torch.softmax(x, dim=-1)", dims=LONG, inputs="torch.randn(batch_size, dim).to(torch.bfloat16)")
+    d = lower(src, "soft16", ("coop",))
+    assert d.ok, d.reason
+    ref, out = run_both(src, d.source)
+    assert out.dtype == torch.bfloat16
+    assert_close(ref.float(), out.float(), rtol=1e-2, atol=1e-6)
+
+
+def test_cooperative_is_offered_for_long_rows_only():
+    """From 32768 elements a row; at 16384 the registers variant holds a row and tied with it."""
+    def choices(dims: str, forward: str = "self.ln(x)"):
+        return variant_choices(task(forward, body="self.ln = nn.LayerNorm(dim)", dims=dims))
+
+    assert not any("coop" in combo for combo in choices("batch_size = 4096\ndim = 16384"))
+    assert not any("coop" in combo for combo in choices(FEW_LONG, "torch.sum(x, dim=-1)"))   # no full-size output
+    assert choices("batch_size = 4096\ndim = 32768")[0] == ("coop",)
+
+
+def test_every_listed_configuration_computes_the_same():
+    """The configuration search pins each CONFIGS entry in turn (``pinned_source``): each chunk
+    size still covers the row exactly once, its ragged last chunk masked."""
+    from kernelrag.memory.tuning import pinned_source, source_configs
+
+    src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=LONG)
+    d = lower(src, "ln", ("coop",))
+    configs = source_configs(d.source)
+    assert len(configs) >= 4 and all(set(c) == {"BLOCK_R", "num_warps"} for c in configs)
+    for cfg in configs:
+        assert_close(*run_both(src, pinned_source(d.source, cfg)))
+
+
+@pytest.mark.slow
+def test_the_cooperative_kernel_compiles_for_sm90_without_spills(tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    group_norm = task("F.silu(self.gn(x))", body="self.gn = nn.GroupNorm(4, 32)", dims=FEW_LONG,
+                      inputs="torch.randn(2, 32, 128, 128)")
+    cases = [(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG), ("coop",)),
+             (task("torch.log_softmax(x, dim=-1)", dims=LONG), ("coop",)), (group_norm, ("coop",))]
+    results = compile_cases(cases, tmp_path, gpu_launch)
+    assert len(results) == 3 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
+    assert all(r["spill_bytes"] in (0, None) for r in results), results
+
+
+def gpu_launch(launches: list[dict]) -> list[dict]:
+    """The launch a GPU gets: the interpreter's two (PHASE 1, then 2) as the one with the wait."""
+    for launch in launches:
+        if launch["kwargs"].get("PHASE") == 1:
+            launch["kwargs"]["PHASE"] = 0
+    return [launch for launch in launches if launch["kwargs"].get("PHASE") != 2]
