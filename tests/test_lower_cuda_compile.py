@@ -137,7 +137,7 @@ def _tile_launch(dtype: str, precision: str, tile: tuple) -> dict:
     args = [t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
     return {"kernel": "mm_kernel", "args": args,
             "kwargs": dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1, PRECISION=precision,
-                           num_warps=warps, num_stages=stages)}
+                           STORE_CACHE="", num_warps=warps, num_stages=stages)}
 
 
 @pytest.mark.slow
@@ -155,8 +155,13 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
              "GEMM_TILES_16BIT": [("bfloat16", "tf32"), ("float16", "tf32")]}
     launches = [_tile_launch(dtype, precision, row["tile"]) for table, uses in paths.items()
                 for row in getattr(tiles, table) if row["cuda"] for dtype, precision in uses]
+    # a short K (a tall-skinny product, K = 16): one step on 64 x 128 tiles, the store streamed out
+    t, m = {"tensor": "float32"}, 32768
+    launches.append({"kernel": "mm_kernel", "args": [t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
+                     "kwargs": dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, SPLIT_K=1, PRECISION="ieee",
+                                    STORE_CACHE=".cs", num_warps=4, num_stages=1)})
     distinct = {repr(launch) for launch in launches}           # tables repeat a tile across rows
-    assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 7
+    assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 8
 
 
 @pytest.mark.slow
