@@ -15,12 +15,7 @@ Needs only torch, triton and numpy.
 from __future__ import annotations
 
 import argparse
-import datetime
-import importlib.util
-import json
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -32,14 +27,6 @@ CHUNK_WARPS = ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 1
 SKINNY = [(bm, bn, w, fma, stream) for bm, bn, w in ((64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8),
                                                       (256, 128, 8), (64, 128, 4), (32, 256, 4))
           for fma in (0, 1) for stream in (0, 1)]
-
-
-def load_module(source: str, path: Path):
-    path.write_text(source)        # triton.jit reads the kernel's source from its file
-    spec = importlib.util.spec_from_file_location(path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def _row_spec(name: str, ref, x):
@@ -111,6 +98,7 @@ def _skinny_launchers(a, b):
 def survey(name: str, folder: Path, iters: int) -> dict:
     import torch
 
+    from bench.rowwise_configs import load_module
     from kernelrag.draft.lower.lowering import lower, variant_choices
     from kernelrag.task import load_task
     from kernelrag.verify.tune import time_configs
@@ -177,40 +165,14 @@ def survey(name: str, folder: Path, iters: int) -> dict:
 
 
 def main() -> int:
+    from bench.rowwise_configs import run_tasks
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", default=list(DEFAULT), help="task names in bench/tasks/")
     parser.add_argument("--out", required=True, help="results file (JSON)")
     parser.add_argument("--iters", type=int, default=20, help="timed calls of each kernel")
     parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
-    args = parser.parse_args()
-    sys.path.insert(0, str(ROOT))
-    import torch
-    import triton
-
-    start, rows = time.monotonic(), []
-    result = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
-              "torch": torch.__version__, "triton": triton.__version__,
-              "method": "time_configs: L2 flushed before each call, round-robin, medians; ratios within one run",
-              "tasks": rows}
-    with tempfile.TemporaryDirectory(prefix="coop-rows-") as folder:
-        for name in args.tasks:
-            if time.monotonic() - start > args.budget_s:
-                rows.append({"task": name, "skipped": "budget"})
-                continue
-            t0 = time.monotonic()
-            try:
-                row = survey(name, Path(folder), args.iters)
-            except Exception as exc:   # noqa: BLE001 - one task's failure is a result, the rest still run
-                row = {"task": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
-            row["seconds"] = round(time.monotonic() - t0, 1)
-            rows.append(row)
-            print(name, row.get("best"), "best", row.get("best_vs_compile"), "lowered", row.get("lowered_vs_compile"),
-                  row.get("error", ""), f"{row['seconds']} s", flush=True)
-            Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-            torch._dynamo.reset()
-            torch.cuda.empty_cache()
-    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-    return 0
+    return run_tasks(parser.parse_args(), survey, "coop-rows-", ("best", "best_vs_compile", "lowered_vs_compile"))
 
 
 if __name__ == "__main__":

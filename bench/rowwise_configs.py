@@ -97,13 +97,9 @@ def survey(name: str, folder: Path, iters: int) -> dict:
                                    for combo, label in defaults.items()}}
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tasks", nargs="*", default=list(LOSERS), help="task names in bench/tasks/")
-    parser.add_argument("--out", required=True, help="results file (JSON)")
-    parser.add_argument("--iters", type=int, default=30, help="timed calls of each configuration")
-    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
-    args = parser.parse_args()
+def run_tasks(args: argparse.Namespace, survey_fn, prefix: str, shown: tuple[str, ...]) -> int:
+    """``survey_fn(name, folder, iters)`` for each of ``args.tasks`` until ``args.budget_s``, the
+    results file rewritten after each task (a step cut by its time limit keeps what it has)."""
     sys.path.insert(0, str(ROOT))
     import torch
     import triton
@@ -113,24 +109,34 @@ def main() -> int:
               "torch": torch.__version__, "triton": triton.__version__,
               "method": "time_configs: L2 flushed before each call, round-robin, medians; ratios within one run",
               "tasks": rows}
-    with tempfile.TemporaryDirectory(prefix="rowwise-configs-") as folder:
+    with tempfile.TemporaryDirectory(prefix=prefix) as folder:
         for name in args.tasks:
             if time.monotonic() - start > args.budget_s:
                 rows.append({"task": name, "skipped": "budget"})
                 continue
             t0 = time.monotonic()
             try:
-                row = survey(name, Path(folder), args.iters)
+                row = survey_fn(name, Path(folder), args.iters)
             except Exception as exc:   # noqa: BLE001 - one task's failure is a result, the rest still run
                 row = {"task": name, "error": f"{type(exc).__name__}: {exc}"[:500]}
             row["seconds"] = round(time.monotonic() - t0, 1)
             rows.append(row)
-            print(name, row.get("best"), row.get("best_vs_compile"), row.get("default_vs_compile"),
-                  row.get("error", ""), f"{row['seconds']} s", flush=True)
+            print(name, *(f"{key}={row.get(key)}" for key in shown), row.get("error", ""), f"{row['seconds']} s",
+                  flush=True)
             Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+            torch._dynamo.reset()
             torch.cuda.empty_cache()
     Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
     return 0
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", default=list(LOSERS), help="task names in bench/tasks/")
+    parser.add_argument("--out", required=True, help="results file (JSON)")
+    parser.add_argument("--iters", type=int, default=30, help="timed calls of each configuration")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
+    return run_tasks(parser.parse_args(), survey, "rowwise-configs-", ("best", "best_vs_compile", "default_vs_compile"))
 
 
 if __name__ == "__main__":
