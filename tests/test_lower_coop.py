@@ -115,3 +115,23 @@ def gpu_launch(launches: list[dict]) -> list[dict]:
         if launch["kwargs"].get("PHASE") == 1:
             launch["kwargs"]["PHASE"] = 0
     return [launch for launch in launches if launch["kwargs"].get("PHASE") != 2]
+
+
+def test_a_default_the_graph_never_saw_gets_the_first_round(tmp_path):
+    """Evidence for the older variants on log_softmax would rank the new default last for ever;
+    untried, it goes first. Once it has a record (here a failure), the evidence orders it."""
+    from kernelrag.draft.lower.rank import lower_order
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.patterns import op_pattern
+
+    src = task("torch.log_softmax(x, dim=-1)", dims="batch_size = 64\ndim = 32768")
+    combos = variant_choices(src)
+    assert combos == [("coop",), ("registers",), ("three_pass",)]
+    graph = ReasoningGraph(path=tmp_path / "graph.json")
+    pattern = op_pattern(src)
+    for transformation, speedup in (("row_in_registers", 1.1), ("separate_passes_l2", 1.2)):
+        graph.record_outcome(pattern, [transformation], "NVIDIA H200", "success", speedup_vs_eager=2.0,
+                             speedup_vs_compile=speedup, kernel_ms=1.0, log_id=f"ab/{transformation}")
+    assert lower_order(combos, pattern, graph)[0] == ("coop",)
+    graph.record_outcome(pattern, ["cooperative_rows"], "NVIDIA H200", "incorrect", log_id="ab/coop")
+    assert lower_order(combos, pattern, graph)[-1] == ("coop",)

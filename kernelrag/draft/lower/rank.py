@@ -5,7 +5,8 @@ Each variant stands for one transformation of the vocabulary (``VARIANT_TRANSFOR
 to similar patterns (same category, shared ops); a combination scores the sum of its
 variants' scores, and ties keep the templates' default first. With no graph (or no
 evidence yet) the order is the default one, so every round still tries an untried
-combination.
+combination; a default with a variant the graph has never seen stays first, so a new
+variant gets its first round where its template made it the default.
 
 Where every combination has been timed on exactly this pattern (a side-by-side A/B such
 as ``bench/conv_variants.py``, or earlier rounds), the measured speedups decide first: a
@@ -71,7 +72,27 @@ def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) 
     if any(m is None for m in measured):
         measured = [0.0] * len(combos)
     order = sorted(range(len(combos)), key=lambda k: (-measured[k], -score(combos[k]), k))
+    if _unseen(combos[0], set(scores) | _recorded(graph, pattern), getattr(graph, "vocabulary", {})):
+        order = [0] + [k for k in order if k != 0]                  # a default never tried: first
     return [combos[k] for k in order]
+
+
+def _unseen(combo: tuple[str, ...], known: set[str], vocabulary: Any) -> bool:
+    """A variant of ``combo`` whose transformation the graph holds no record of on this pattern
+    (failures included) and no success of on a similar one. Ranked by evidence alone it would
+    come last for ever: the cooperative rows, new and the default for rows of 32768, were never
+    reached by the two rounds of the suite's softmaxes on the H100 (2026-12-06), whose older
+    variants' records filled them."""
+    ids = [VARIANT_TRANSFORMATION.get(v, v) for v in combo]
+    return any(t in vocabulary and t not in known for t in ids)
+
+
+def _recorded(graph: Any, pattern: Any) -> set[str]:
+    """The transformations with any record on exactly this pattern."""
+    try:
+        return {s.transformation for s in graph.table(pattern)}
+    except Exception:
+        return set()
 
 
 def _timed_speedups(graph: Any, pattern: Any) -> dict[str, float]:

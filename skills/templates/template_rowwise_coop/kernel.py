@@ -92,7 +92,6 @@ def rowwise_0_coop_kernel(
     lo = split * BLOCK_R
     lanes = tl.arange(0, BLOCK_R)
     chunk = BLOCK_R
-    start = 0                 # one step: the chunk is one block
     r = lo + lanes
     rmask = r < n_red
     i1 = r
@@ -101,19 +100,10 @@ def rowwise_0_coop_kernel(
     # the chunk in registers: its loads and prologue
     v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0).to(tl.float32)
     if PHASE != 2:   # the chunk's partials
-        acc0 = tl.full([BLOCK_R], float('-inf'), tl.float32)
-        acc3 = tl.full([BLOCK_R], 0.0, tl.float32)
-        x_max = tl.where(rmask, v0, float('-inf'))
-        grows = x_max > acc0
-        m_new = tl.maximum(acc0, x_max)
-        e = tl.exp(tl.where(grows, acc0 - x_max, x_max - acc0))
-        e = tl.where(m_new == float('-inf'), 0.0, e)   # no finite value yet: sums stay 0
-        acc3 = tl.where(grows, acc3 * e + 1.0, acc3 + e)
-        acc0 = m_new
         n_c = tl.minimum(chunk, n_red - lo).to(tl.float32)   # elements of this chunk
-        p0 = tl.reduce(acc0, 0, _nan_max)
+        p0 = tl.reduce(tl.where(rmask, v0, float('-inf')), 0, _nan_max)
         m_ref = tl.where(p0 == float('-inf'), 0.0, p0)
-        p3 = tl.sum(acc3 * tl.exp(acc0 - m_ref), axis=0)
+        p3 = tl.sum(tl.where(rmask, tl.exp(v0 - m_ref), 0.0), axis=0)
         tl.store(part0_ptr + row * n_split + split, p0)
         tl.store(part3_ptr + row * n_split + split, p3)
     if PHASE == 0:   # one launch: wait for the row's other chunks

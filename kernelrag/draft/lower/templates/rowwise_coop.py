@@ -25,7 +25,8 @@ from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_chunked import _Chunked, chunked_unavailable
-from kernelrag.draft.lower.templates.rowwise_emit import _transformations, _Writer, helpers
+from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _transformations, _Writer, helpers
+from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX
 from kernelrag.draft.lower.templates.rowwise_sizes import row_counts
 
 MIN_ROW = 8192            # two chunks of the smallest configuration: one would be the registers variant
@@ -82,14 +83,12 @@ class _Coop(_Chunked):
         head = ["    pid = tl.program_id(0)", "    row = (pid // n_split).to(tl.int64)   # a row's chunks are consecutive",
                 "    split = pid % n_split"] + head[1:]
         names = w.names()
-        body = head + ["    lo = split * BLOCK_R", "    lanes = tl.arange(0, BLOCK_R)", "    chunk = BLOCK_R",
-                       "    start = 0                 # one step: the chunk is one block"]
+        body = head + ["    lo = split * BLOCK_R", "    lanes = tl.arange(0, BLOCK_R)", "    chunk = BLOCK_R"]
         body += w.row_loads(names, "    ") + w.chunk("lo", "    ")
         lanes = dict(names)              # the chunk, loaded once: every later step reads these registers
         body += ["    # the chunk in registers: its loads and prologue"] + self.stats_lanes(lanes, "    ")
         body += ["    if PHASE != 2:   # the chunk's partials"]
-        body += _indented(self.stats_ready(dict(names)) + self.stats_init("    ") + self.stats_update(lanes, "    ")
-                          + self.stats_finish("    "))
+        body += _indented(self.stats_ready(dict(names)) + self.stats_direct(lanes, "    "))
         body += ["    if PHASE == 0:   # one launch: wait for the row's other chunks",
                  "        _arrive_and_wait(count_ptr, row, n_split)"]
         body += ["    if PHASE != 1:   # the row's statistics from every chunk's partials, then this chunk's outputs"]
@@ -103,6 +102,27 @@ class _Coop(_Chunked):
                  ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split"),
                  ("PHASE: tl.constexpr", "0: one launch with the wait; 1 then 2: two launches, no wait")]
         return f"@triton.jit\ndef {self.name}_coop_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+
+    def stats_direct(self, lanes: dict[int, str], ind: str) -> list[str]:
+        """The chunk's partials reduced straight from its registers: a riding sum about the chunk's
+        own max or mean (no running accumulators, which would hold the chunk several times over)."""
+        w, g = self.w, self.g
+        body = [f"{ind}n_c = tl.minimum(chunk, n_red - lo).to(tl.float32)   # elements of this chunk"]
+        for nid in self.bases:
+            j, fn, x = w.r.nodes.index(nid), g[nid].args["fn"], lanes[g[nid].inputs[0]]
+            masked = f"tl.where(rmask, {x}, {_INIT[fn]})"
+            body.append(f"{ind}p{j} = " + (f"tl.sum({masked}, axis=0)" if fn in ("sum", "mean")
+                                            else f"tl.reduce({masked}, 0, _nan_{fn})"))
+        for nid, rider in self.riders.items():
+            j, b, y = w.r.nodes.index(nid), w.r.nodes.index(rider.base), lanes[rider.source]
+            if rider.kind == ONLINE_SOFTMAX:    # the chunk's sum of exp(y - chunk max)
+                body += [f"{ind}m_ref = tl.where(p{b} == float('-inf'), 0.0, p{b})",
+                         f"{ind}p{j} = tl.sum(tl.where(rmask, tl.exp({y} - m_ref), 0.0), axis=0)"]
+            else:                               # squared deviations about the chunk's own mean
+                body += [f"{ind}dev = tl.where(rmask, {y} - p{b} / n_c, 0.0)",
+                         f"{ind}p{j} = tl.sum(dev * dev, axis=0)"]
+        return body + [f"{ind}tl.store(part{w.r.nodes.index(n)}_ptr + row * n_split + split, p{w.r.nodes.index(n)})"
+                       for n in self.reduces]
 
     def launcher(self, region: Region) -> str:
         w, g, name = self.w, self.g, self.name
