@@ -240,14 +240,18 @@ class _Chunked:
         return body + w.stores(local, ind, {C.LANE})
 
     # ------------------------------------------------------------------ launcher
-    def launcher(self, region: Region) -> str:
-        w, g, name = self.w, self.g, self.name
+    def launcher_start(self, region: Region, summary: str) -> tuple[list[str], list[str], str, list[str]]:
+        """(params, tensor params, float reference, the launcher's first lines: head and domain)."""
+        w, g = self.w, self.g
         params = [f"a{k}" for k in range(len(w.loads))]
         tensors = C.tensor_params(g, w.loads, params)
-        ref = C.float_ref(g, w.loads, params)
-        lines = C.launcher_head(name, params, f"{region.describe(g)}; rows cut into chunks: partial statistics, "
-                                              "a combine per row, then the output pass over the chunks.")
-        lines += C.domain_lines(tensors, w.rank)
+        lines = C.launcher_head(self.name, params, f"{region.describe(g)}; {summary}")
+        return params, tensors, C.float_ref(g, w.loads, params), lines + C.domain_lines(tensors, w.rank)
+
+    def launcher(self, region: Region) -> str:
+        w, g, name = self.w, self.g, self.name
+        params, tensors, ref, lines = self.launcher_start(
+            region, "rows cut into chunks: partial statistics, a combine per row, then the output pass over the chunks.")
         lines += chunk_lines(w.kept, w.red, TARGET_PROGRAMS)
         allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
         lines += allocs

@@ -126,12 +126,8 @@ class _Coop(_Chunked):
 
     def launcher(self, region: Region) -> str:
         w, g, name = self.w, self.g, self.name
-        params = [f"a{k}" for k in range(len(w.loads))]
-        tensors = C.tensor_params(g, w.loads, params)
-        ref = C.float_ref(g, w.loads, params)
-        lines = C.launcher_head(name, params, f"{region.describe(g)}; rows cut into chunks held in registers that "
-                                              "combine their statistics inside one launch.")
-        lines += C.domain_lines(tensors, w.rank)
+        params, tensors, ref, lines = self.launcher_start(
+            region, "rows cut into chunks held in registers that combine their statistics inside one launch.")
         dev = f"{tensors[0]}.device"
         lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
                   "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
