@@ -66,13 +66,15 @@ def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) 
     def score(combo: tuple[str, ...]) -> float:
         return sum(scores.get(VARIANT_TRANSFORMATION.get(v, v), 0.0) for v in combo)
 
-    timed = _timed_speedups(graph, pattern)
+    rows = _table(graph, pattern)                 # every transformation's records on exactly this pattern
+    timed = {s.transformation: s.median_speedup_vs_compile for s in rows if s.median_speedup_vs_compile}
     shared = set(combos[0]).intersection(*combos[1:])     # in every combination: no difference
     measured = [_measured([v for v in c if v not in shared], timed) for c in combos]
     if any(m is None for m in measured):
         measured = [0.0] * len(combos)
     order = sorted(range(len(combos)), key=lambda k: (-measured[k], -score(combos[k]), k))
-    if _unseen(combos[0], set(scores) | _recorded(graph, pattern), getattr(graph, "vocabulary", {})):
+    recorded = {s.transformation for s in rows}
+    if _unseen(combos[0], set(scores) | recorded, getattr(graph, "vocabulary", {})):
         order = [0] + [k for k in order if k != 0]                  # a default never tried: first
     return [combos[k] for k in order]
 
@@ -87,25 +89,16 @@ def _unseen(combo: tuple[str, ...], known: set[str], vocabulary: Any) -> bool:
     return any(t in vocabulary and t not in known for t in ids)
 
 
-def _recorded(graph: Any, pattern: Any) -> set[str]:
-    """The transformations with any record on exactly this pattern."""
-    try:
-        return {s.transformation for s in graph.table(pattern)}
-    except Exception:
-        return set()
-
-
-def _timed_speedups(graph: Any, pattern: Any) -> dict[str, float]:
-    """Per transformation, the median speedup against torch.compile of its timed records on
-    exactly this pattern, losses included."""
+def _table(graph: Any, pattern: Any) -> list[Any]:
+    """The graph's per-transformation rows on exactly this pattern (losses and failures included;
+    ``median_speedup_vs_compile`` where timed), or [] from a graph that cannot answer."""
     table = getattr(graph, "table", None)
     if table is None:
-        return {}
+        return []
     try:
-        rows = table(pattern)
+        return list(table(pattern))
     except Exception:
-        return {}
-    return {s.transformation: s.median_speedup_vs_compile for s in rows if s.median_speedup_vs_compile}
+        return []
 
 
 def _measured(variants: list[str], timed: dict[str, float]) -> float | None:

@@ -36,7 +36,9 @@ loop at the traced size) and ``three_pass`` (the looped passes without riders: a
 sum and output each a pass, the earlier ones loading ``evict_last`` and the last
 ``evict_first``, as torch.compile's softmax over rows of 32768 does, whose re-reads all hit
 L2 where the two-pass online kernel's did not; offered where rows loop at the traced size and
-a reduction rides another's pass). ``dominated``
+a reduction rides another's pass) and ``coop`` (rows of 32768 or more, and few long rows: a
+row's chunks held in registers on consecutive programs of one launch, meeting at the row's
+counter, so the row is read once, see ``rowwise_coop``; the default there). ``dominated``
 leaves out of a generate run's rounds the variants that cannot win at the traced size.
 """
 from __future__ import annotations

@@ -27,7 +27,7 @@ from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_chunked import _Chunked, chunked_unavailable
 from kernelrag.draft.lower.templates.rowwise_emit import _INIT, _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX
-from kernelrag.draft.lower.templates.rowwise_sizes import row_counts
+from kernelrag.draft.lower.templates.rowwise_sizes import row_counts, row_size_lines
 
 MIN_ROW = 8192            # two chunks of the smallest configuration: one would be the registers variant
 LONG_ROW = 32768          # worth a round from here: at 16384 the registers variant holds a row and ties
@@ -129,8 +129,7 @@ class _Coop(_Chunked):
         params, tensors, ref, lines = self.launcher_start(
             region, "rows cut into chunks held in registers that combine their statistics inside one launch.")
         dev = f"{tensors[0]}.device"
-        lines += ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in w.kept) or "1"),
-                  "    n_red = " + " * ".join(f"domain[{d}]" for d in w.red),
+        lines += row_size_lines(w.kept, w.red) + [
                   "    # at least two chunks a row: one would be the registers variant's program",
                   "    block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], triton.next_power_of_2(max(triton.cdiv(n_red, 2), 1)))",
                   "    n_split = triton.cdiv(n_red, block_r)"]

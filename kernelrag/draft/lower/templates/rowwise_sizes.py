@@ -100,11 +100,16 @@ def loops_at_traced_size(t, graph: Graph, region: Region) -> bool:
     return math.prod(region.domain[d] for d in region.reduced) > row_limit(t, graph, region)
 
 
+def row_size_lines(kept: list[int], red: tuple[int, ...]) -> list[str]:
+    """Launcher lines: ``n_rows`` (the kept dims' positions) and ``n_red`` (elements a row)."""
+    return ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in kept) or "1"),
+            "    n_red = " + " * ".join(f"domain[{d}]" for d in red)]
+
+
 def chunk_lines(kept: list[int], red: tuple[int, ...], target_programs: int) -> list[str]:
     """Launcher lines cutting each row into ``n_split`` chunks of ``chunk`` elements (a multiple of
     a 1024-lane block) so that rows x chunks comes near ``target_programs`` (split and chunked)."""
-    return ["    n_rows = " + (" * ".join(f"domain[{d}]" for d in kept) or "1"),
-            "    n_red = " + " * ".join(f"domain[{d}]" for d in red),
+    return row_size_lines(kept, red) + [
             "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
             f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({target_programs}, max(n_rows, 1))))",
             "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
