@@ -97,6 +97,36 @@ def test_every_listed_configuration_computes_the_same():
         assert_close(*run_both(src, pinned_source(d.source, cfg)))
 
 
+
+@pytest.mark.parametrize("channels, hw, weight_once_a_chunk", [(32, 128, True), (8, 100, False)])
+def test_a_group_norm_picks_its_lane_offsets_at_launch(tmp_path, channels, hw, weight_once_a_chunk):
+    """The activation's reduced dims form one run (offset r); the weight and bias, broadcast over
+    the spatial dims, are one load a chunk where every chunk lies inside one channel (128 x 128
+    pixels a channel, chunks of 8192) and per lane where chunks straddle channels (100 x 100)."""
+    from cuda_compile import load, record
+    from kernelrag.task import load_task
+
+    src = task("self.gn(x)", body=f"self.gn = nn.GroupNorm(4, {channels})", dims=FEW_LONG,
+               inputs=f"torch.randn(2, {channels}, {hw}, {hw})")
+    d = lower(src, "gn", ("coop",))
+    assert d.ok, d.reason
+    cand = load(d.source, str(tmp_path / "gn.py"))
+    launches = record(cand)
+    t = load_task(src, "t_gn")
+    torch.manual_seed(0)
+    ref_model = t.Model(*t.get_init_inputs())
+    with torch.no_grad():
+        for p in ref_model.parameters():
+            p.uniform_(0.5, 1.5)
+    ours = cand.ModelNew(*t.get_init_inputs())
+    ours.load_state_dict(ref_model.state_dict())
+    x = t.get_inputs()[0]
+    assert_close(ref_model(x), ours(x), rtol=1e-3, atol=1e-4)
+    flags = launches[0]["kwargs"]
+    assert (flags["IN0_FLAT"], flags["IN0_CHUNK"], flags["OUT0_FLAT"]) == (True, False, True)
+    assert flags["IN1_CHUNK"] is flags["IN2_CHUNK"] is weight_once_a_chunk
+    assert not flags["IN1_FLAT"]            # strides (1, 0) over (channel, pixel): not one run
+
 @pytest.mark.slow
 def test_the_cooperative_kernel_compiles_for_sm90_without_spills(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
@@ -107,6 +137,9 @@ def test_the_cooperative_kernel_compiles_for_sm90_without_spills(tmp_path):
     results = compile_cases(cases, tmp_path, gpu_launch)
     assert len(results) == 3 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
     assert all(r["spill_bytes"] in (0, None) for r in results), results
+    # the group norm's chunk (32 fp32 a thread) and a few scalars: it took 154 registers with an
+    # int offset a lane for each of its four tensors and its weight and bias gathered per lane
+    assert results[2]["registers"] is None or results[2]["registers"] <= 80, results[2]
 
 
 def gpu_launch(launches: list[dict]) -> list[dict]:

@@ -49,6 +49,79 @@ def _arrive_and_wait(count_ptr, row, n_split):
 '''
 
 
+LANE_FLAGS = '''def _lane_flags(ins, outs, domain, red, block_r):
+    """The cooperative kernel's constexpr layout flags, from each lane-level tensor's strides
+    (``ins``, ``outs``: name -> strides over the domain): NAME_FLAT when its reduced dims form
+    one run, so a lane's offset is r times the last stride; for operands, NAME_CHUNK when a chunk
+    of block_r lanes reads one element (zero strides over every reduced dim a chunk spans), so
+    it is loaded once a chunk."""
+    flags = {}
+    for name, stride in {**ins, **outs}.items():
+        st, n = [stride[d] for d in red], [domain[d] for d in red]
+        flags[name + "_FLAT"] = all(st[i] == n[i + 1] * st[i + 1] for i in range(len(red) - 1))
+        if name in ins:
+            inner, one = 1, True
+            for s, m in zip(reversed(st), reversed(n)):
+                if s != 0 and m != 1:
+                    one = inner % block_r == 0
+                    break
+                inner *= m
+            flags[name + "_CHUNK"] = one
+    return flags
+'''
+
+
+class _CoopWriter(_Writer):
+    """The row-wise writer with lane offsets chosen at launch where a row spans several dims. The
+    generic split of a lane's index into per-dim indices, times each tensor's strides, costs an
+    int array per tensor held across the wait; a tensor whose reduced dims form one run takes
+    ``r * stride`` instead, and an operand constant over a chunk (a group norm's weight and bias,
+    broadcast over the spatial dims) is one scalar load a chunk. The launcher sets the flags."""
+
+    def __init__(self, t, graph: Graph, region: Region):
+        super().__init__(t, graph, region, "coop")
+        self.layout = len(self.red) > 1
+        self.lane_ins = [k for k, n in enumerate(self.loads) if self.load_frame[n] == C.LANE]
+        self.lane_outs = [k for k, n in enumerate(self.outs) if self.frames[n] == C.LANE]
+
+    def flag_args(self) -> list[tuple[str, str]]:
+        if not self.layout:
+            return []
+        return ([(f"IN{k}_FLAT: tl.constexpr, IN{k}_CHUNK: tl.constexpr", f"operand {k}: one run; one element a chunk")
+                 for k in self.lane_ins]
+                + [(f"OUT{k}_FLAT: tl.constexpr", f"output {k}: one run") for k in self.lane_outs])
+
+    def flag_call(self, params: list[str]) -> str:
+        """The launcher's expression for the flags (``params``: the launcher's name of each load)."""
+        ins = ", ".join(f"\"IN{k}\": {params[k]}.expand(domain).stride()" for k in self.lane_ins)
+        outs = ", ".join(f"\"OUT{k}\": out{k}.stride()" for k in self.lane_outs)
+        return f"_lane_flags({{{ins}}}, {{{outs}}}, domain, {tuple(self.red)}, block_r)"
+
+    def chunk(self, start: str, ind: str) -> list[str]:
+        if not self.layout:
+            return super().chunk(start, ind)
+        lines = [f"{ind}r = {start} + lanes", f"{ind}rmask = r < n_red", f"{ind}lane_rest = r", f"{ind}chunk_rest = {start}"]
+        for d in reversed(self.red):
+            lines += [f"{ind}i{d} = lane_rest % n{d}", f"{ind}lane_rest = lane_rest // n{d}",
+                      f"{ind}c{d} = chunk_rest % n{d}", f"{ind}chunk_rest = chunk_rest // n{d}"]
+        last = self.red[-1]
+        for pre, ks in (("in", self.lane_ins), ("out", self.lane_outs)):
+            for k in ks:
+                split = " + ".join(f"i{d} * {pre}{k}_s{d}" for d in self.red)
+                lines.append(f"{ind}{pre}{k}_lane = r * {pre}{k}_s{last} if {pre.upper()}{k}_FLAT else {split}")
+        lines += [f"{ind}in{k}_chunk = " + " + ".join(f"c{d} * in{k}_s{d}" for d in self.red) for k in self.lane_ins]
+        return lines
+
+    def node_line(self, nid: int, names: dict[int, str], ind: str, looped: bool, carries: dict) -> list[str]:
+        if not (self.layout and nid in self.loads and self.load_frame[nid] == C.LANE):
+            return super().node_line(nid, names, ind, looped, carries)
+        k, kind = self.loads.index(nid), self.g[nid].kind
+        names[nid] = f"v{nid}"
+        one = C.load_expr(kind, f"in{k}_ptr + in{k}_row + in{k}_chunk", None)
+        each = C.load_expr(kind, f"in{k}_ptr + in{k}_row + in{k}_lane", "rmask")
+        return [f"{ind}v{nid} = {one} if IN{k}_CHUNK else {each}"]
+
+
 def coop_unavailable(graph: Graph, region: Region) -> str | None:
     why = chunked_unavailable(graph, region)
     if why:
@@ -100,7 +173,7 @@ class _Coop(_Chunked):
         args += [("count_ptr", "int32 chunks arrived a row, zeroed"), ("n_red", "elements per row"),
                  ("n_split", "chunks per row"), ("BLOCK_R: tl.constexpr", "elements per chunk, held in registers"),
                  ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split"),
-                 ("PHASE: tl.constexpr", "0: one launch with the wait; 1 then 2: two launches, no wait")]
+                 ("PHASE: tl.constexpr", "0: one launch with the wait; 1 then 2: two launches, no wait")] + w.flag_args()
         return f"@triton.jit\ndef {self.name}_coop_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
 
     def stats_direct(self, lanes: dict[int, str], ind: str) -> list[str]:
@@ -138,6 +211,7 @@ class _Coop(_Chunked):
         parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]
         lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]
         lines.append(f"    count = torch.zeros((n_rows,), dtype=torch.int32, device={dev})")
+        flags = f", **{w.flag_call(params)}" if w.layout else ""
         common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
         call = ", ".join(common + parts + outs + strides + ["count", "n_red", "n_split"])
         lines += ["    if n_rows > 0 and n_red > 0:",
@@ -147,15 +221,15 @@ class _Coop(_Chunked):
                   f"        together = {dev}.type == \"cuda\" and n_split <= torch.cuda.get_device_properties({dev}).multi_processor_count",
                   "        for phase in ((0,) if together else (1, 2)):",
                   f"            {name}_coop_kernel[(n_rows * n_split,)]({call}, BLOCK_R=block_r, "
-                  "BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps)",
+                  f"BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps{flags})",
                   f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
         return "\n".join(lines) + "\n"
 
 
 def emit_coop(template, graph: Graph, region: Region, name: str) -> Emitted:
-    w = _Writer(template, graph, region, "coop")
+    w = _CoopWriter(template, graph, region)
     c = _Coop(w, name)
-    kernels = [configs_source()] + helpers(w) + [BARRIER, c.kernel()]
+    kernels = [configs_source()] + helpers(w) + ([LANE_FLAGS] if w.layout else []) + [BARRIER, c.kernel()]
     doc = (f"{region.describe(graph)}: each row of dims {list(region.reduced)} cut into chunks across consecutive "
            "programs of one launch; each chunk stores its partial statistics, waits at its row's counter for the "
            "others, combines them (Chan's rule for a variance) and writes its outputs from the chunk it just read: "
