@@ -127,6 +127,7 @@ def test_a_group_norm_picks_its_lane_offsets_at_launch(tmp_path, channels, hw, w
     assert flags["IN1_CHUNK"] is flags["IN2_CHUNK"] is weight_once_a_chunk
     assert not flags["IN1_FLAT"]            # strides (1, 0) over (channel, pixel): not one run
 
+
 @pytest.mark.slow
 def test_the_cooperative_kernel_compiles_for_sm90_without_spills(tmp_path):
     pytest.importorskip("triton.backends.nvidia")

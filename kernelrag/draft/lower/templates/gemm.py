@@ -100,7 +100,7 @@ def wrapper(name: str, core: str, loads: list[int], operands: list[int], extras:
 # 16 FLOPs a byte) puts the FMAs under the store time up to K = 32. Exact fp32 FMAs then
 # cost nothing and skip 3xTF32's operand splits and transposes; its MMA tiles stored at
 # 1.8 TB/s for a 32768x16 by 16x32768 product (matmul_tall_skinny: 0.84x torch.compile,
-# 2026-12-04). The tf32x3 variant stays next in line.
+# 2026-12-04). 3xTF32 and bf16x6 are dominated there (``dominated``).
 STORE_BOUND_K = 32
 
 
@@ -128,6 +128,18 @@ class GemmTemplate:
         if not fp32_task(graph):
             return "tensor_cores"
         return "ieee" if region.state.get("k", STORE_BOUND_K + 1) <= STORE_BOUND_K else "tf32x3"
+
+    def dominated(self, graph: Graph, region: Region, variant: str) -> str | None:
+        """Why ``variant`` is not worth a round here, or None. Where the store bounds the product
+        (K <= ``STORE_BOUND_K``) the exact FMAs are the fastest path as well as the most accurate:
+        on the H100 (2026-12-06) a 32768x16 by 16x32768 product ran 1.27x torch.compile on 64x128
+        tiles of exact FMAs (``bench/coop_rows.py``) and 1.05x lowered onto 3xTF32 in that day's
+        suite run, where the graph's evidence from square products (3xTF32 wins there) ranked
+        3xTF32 first and the short-K kernel never got a round. The ``matmul_tf32x3`` skill still
+        gets one."""
+        if variant in ("tf32x3", "bf16x6") and region.state.get("k", STORE_BOUND_K + 1) <= STORE_BOUND_K:
+            return f"K = {region.state['k']} <= {STORE_BOUND_K}: the store bounds the product, exact FMAs cost no time"
+        return None
 
     def opens(self, graph: Graph, node: Node) -> bool:
         return node.op == "matmul"
