@@ -112,18 +112,11 @@ def test_a_group_norm_picks_its_lane_offsets_at_launch(tmp_path, channels, hw, w
                inputs=f"torch.randn(2, {channels}, {hw}, {hw})")
     d = lower(src, "gn", ("coop",))
     assert d.ok, d.reason
+    assert_close(*run_both(src, d.source), rtol=1e-3, atol=1e-4)
     cand = load(d.source, str(tmp_path / "gn.py"))
-    launches = record(cand)
+    launches = record(cand, execute=False)            # the launch's flags: no program runs
     t = load_task(src, "t_gn")
-    torch.manual_seed(0)
-    ref_model = t.Model(*t.get_init_inputs())
-    with torch.no_grad():
-        for p in ref_model.parameters():
-            p.uniform_(0.5, 1.5)
-    ours = cand.ModelNew(*t.get_init_inputs())
-    ours.load_state_dict(ref_model.state_dict())
-    x = t.get_inputs()[0]
-    assert_close(ref_model(x), ours(x), rtol=1e-3, atol=1e-4)
+    cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
     flags = launches[0]["kwargs"]
     assert (flags["IN0_FLAT"], flags["IN0_CHUNK"], flags["OUT0_FLAT"]) == (True, False, True)
     assert flags["IN1_CHUNK"] is flags["IN2_CHUNK"] is weight_once_a_chunk
