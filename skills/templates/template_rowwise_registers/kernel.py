@@ -67,8 +67,6 @@ def rowwise_0_kernel(
         in2_lane = i1 * in2_s1
         out0_lane = i1 * out0_s1
         v0 = tl.load(in0_ptr + in0_row + in0_lane, mask=rmask, other=0).to(tl.float32)
-        v1 = tl.load(in1_ptr + in1_row + in1_lane, mask=rmask, other=0).to(tl.float32)
-        v2 = tl.load(in2_ptr + in2_row + in2_lane, mask=rmask, other=0).to(tl.float32)
         v3 = tl.sum(tl.where(rmask, v0, 0.0), axis=0) / n_red
         v4 = (v0 - v3)
         v5 = (v4 * v4)
@@ -76,7 +74,9 @@ def rowwise_0_kernel(
         v8 = (v6 + 1e-05)
         v9 = tl.rsqrt(v8)
         v10 = (v4 * v9)
+        v1 = tl.load(in1_ptr + in1_row + in1_lane, mask=rmask, other=0).to(tl.float32)
         v11 = (v10 * v1)
+        v2 = tl.load(in2_ptr + in2_row + in2_lane, mask=rmask, other=0).to(tl.float32)
         v12 = (v11 + v2)
         tl.store(out0_ptr + out0_row + out0_lane, v12.to(out0_ptr.dtype.element_ty), mask=rmask)
     else:

@@ -4,6 +4,7 @@ from __future__ import annotations
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.protocol import Emitted, Region
+from kernelrag.draft.lower.rank import VARIANT_TRANSFORMATION
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
 from kernelrag.draft.lower.templates import rowwise_sizes as S
@@ -193,13 +194,15 @@ class _Writer:
         return lines
 
     def registers_path(self, ind: str) -> list[str]:
+        """The row held whole, each lane-level operand loaded where first used (not live across reductions)."""
         names = self.names()
         lines = self.row_loads(names, ind) + self.chunk("0", ind)
-        for nid in self.loads:
-            if self.load_frame[nid] == C.LANE:
-                lines += self.node_line(nid, names, ind, False, {})
-        for nid in self.r.nodes:
-            lines += self.node_line(nid, names, ind, False, {})
+        pending = [nid for nid in self.loads if self.load_frame[nid] == C.LANE]
+        for nid in self.r.nodes + [None]:        # None: the operands stored unchanged, last
+            for i in [i for i in dict.fromkeys(self.g[nid].inputs if nid is not None else pending) if i in pending]:
+                pending.remove(i)
+                lines += self.node_line(i, names, ind, False, {})
+            lines += self.node_line(nid, names, ind, False, {}) if nid is not None else []
         return lines + self.stores(names, ind, {C.LANE, C.ROW, C.SQUEEZED})
 
     def ready_rows(self, row_nodes: list[int], names: dict[int, str], done: set[int], ind: str) -> list[str]:
@@ -426,15 +429,12 @@ def _as_run(w: _Writer, variant: str, looped_ok: bool) -> str:
 
 
 def _transformations(variant: str, graph: Graph, region: Region) -> list[str]:
-    ops = {graph[n].op for n in region.nodes}
     out = (["one_row_per_program"] if variant not in ("chunked", "coop") else []) + ["fp32_accumulation", "tree_reduction"]
-    if "scan" in ops:
+    if any(graph[n].op == "scan" for n in region.nodes):
         out.append("block_scan")
     if any(is_elementwise(graph[n]) for n in region.nodes):
         out.append("elementwise_fusion")
-    out.append({"registers": "row_in_registers", "looped": "recompute_over_store", "chunked": "chunked_rows",
-                "three_pass": "separate_passes_l2", "coop": "cooperative_rows"}.get(variant, "two_pass_reduction"))
-    return out
+    return out + [VARIANT_TRANSFORMATION[variant]]     # the one the graph's ranking reads back
 
 
 def _doc(graph: Graph, region: Region, variant: str) -> str:
