@@ -29,7 +29,7 @@ import types
 from typing import Any
 
 TARGET = ("cuda", 90, 32)
-LAUNCH_OPTIONS = ("num_warps", "num_stages")
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "enable_fp_fusion")
 
 
 def load(source: str, path: str) -> types.ModuleType:
@@ -60,7 +60,7 @@ def record(module: types.ModuleType, execute: bool = True) -> list[dict]:
     from triton.runtime.interpreter import InterpretedFunction
 
     seen: list[dict] = []
-    options: dict[str, dict] = {}       # the launch options (num_warps, num_stages) of the call in flight
+    options: dict[str, dict] = {}       # the launch options (LAUNCH_OPTIONS) of the call in flight
 
     def hook(name: str):
         return lambda *args, **kwargs: seen.append(

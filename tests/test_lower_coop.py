@@ -129,13 +129,16 @@ def test_the_cooperative_kernel_compiles_for_sm90_without_spills(tmp_path):
     group_norm = task("F.silu(self.gn(x))", body="self.gn = nn.GroupNorm(4, 32)", dims=FEW_LONG,
                       inputs="torch.randn(2, 32, 128, 128)")
     cases = [(task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=FEW_LONG), ("coop",)),
-             (task("torch.log_softmax(x, dim=-1)", dims=LONG), ("coop",)), (group_norm, ("coop",))]
+             (task("torch.log_softmax(x, dim=-1)", dims=LONG), ("coop",)), (group_norm, ("coop",)),
+             (task("torch.softmax(x * 0.125, dim=-1)", dims="batch_size = 2\ndim = 32768"), ("coop",))]
     results = compile_cases(cases, tmp_path, gpu_launch)
-    assert len(results) == 3 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
+    assert len(results) == 4 and all(r["ok"] for r in results), [r["error"][-800:] for r in results if not r["ok"]]
     assert all(r["spill_bytes"] in (0, None) for r in results), results
     # the group norm's chunk (32 fp32 a thread) and a few scalars: it took 154 registers with an
     # int offset a lane for each of its four tensors and its weight and bias gathered per lane
     assert results[2]["registers"] is None or results[2]["registers"] <= 80, results[2]
+    # launched without FMA contraction: x * 0.125 - max contracted kept x beside x * 0.125 (101)
+    assert results[3]["registers"] is None or results[3]["registers"] <= 80, results[3]
 
 
 def gpu_launch(launches: list[dict]) -> list[dict]:

@@ -143,8 +143,10 @@ def rowwise_0(a0):
         # program an SM always fits); else two launches, no wait: the interpreter runs programs
         # one at a time, and a row of more chunks than SMs could wait for chunks never started
         together = a0.device.type == "cuda" and n_split <= torch.cuda.get_device_properties(a0.device).multi_processor_count
+        # no FMA contraction: x * scale - max contracted keeps x live beside x * scale, a
+        # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)
         for phase in ((0,) if together else (1, 2)):
-            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *a0.expand(domain).stride(), part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps)
+            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *a0.expand(domain).stride(), part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
     return out0,
 
 

@@ -219,9 +219,11 @@ class _Coop(_Chunked):
                   "        # program an SM always fits); else two launches, no wait: the interpreter runs programs",
                   "        # one at a time, and a row of more chunks than SMs could wait for chunks never started",
                   f"        together = {dev}.type == \"cuda\" and n_split <= torch.cuda.get_device_properties({dev}).multi_processor_count",
+                  "        # no FMA contraction: x * scale - max contracted keeps x live beside x * scale, a",
+                  "        # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)",
                   "        for phase in ((0,) if together else (1, 2)):",
                   f"            {name}_coop_kernel[(n_rows * n_split,)]({call}, BLOCK_R=block_r, "
-                  f"BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps{flags})",
+                  f"BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False{flags})",
                   f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
         return "\n".join(lines) + "\n"
 
