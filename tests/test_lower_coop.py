@@ -167,3 +167,24 @@ def test_a_default_the_graph_never_saw_gets_the_first_round(tmp_path):
     assert lower_order(combos, pattern, graph)[0] == ("coop",)
     graph.record_outcome(pattern, ["cooperative_rows"], "NVIDIA H200", "incorrect", log_id="ab/coop")
     assert lower_order(combos, pattern, graph)[-1] == ("coop",)
+
+
+def test_a_new_variant_gets_its_round_beside_the_other_regions_best_measured_variant(tmp_path):
+    """conv3d > group_norm > silu on the H100 (2026-12-06): the default (implicit GEMM, coop) went
+    first because coop was new, though the graph had timed implicit GEMM at 0.45x and channels-last
+    at 0.94x on this pattern; both rounds ran the slow conv (0.46x)."""
+    from pathlib import Path
+
+    from kernelrag.draft.lower.rank import lower_order
+    from kernelrag.memory.graph import ReasoningGraph
+    from kernelrag.patterns import op_pattern
+
+    graph = ReasoningGraph(path=tmp_path / "graph.json")
+    source = (Path(__file__).resolve().parents[1] / "bench" / "tasks" / "conv3d_group_norm_silu.py").read_text()
+    pattern = op_pattern(source)
+    for variant, speedup in (("implicit_gemm", 0.45), ("channels_last", 0.94)):
+        graph.record_outcome(pattern, [variant, "chunked_rows"], "NVIDIA H200", "slower", speedup_vs_compile=speedup,
+                             kernel_ms=1.0, log_id=f"ab/{variant}")
+    combos = [("implicit_gemm", "coop"), ("implicit_gemm", "chunked"), ("channels_last", "coop"),
+              ("channels_last", "chunked")]
+    assert lower_order(combos, pattern, graph)[:2] == [("channels_last", "coop"), ("channels_last", "chunked")]

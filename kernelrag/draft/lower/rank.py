@@ -5,11 +5,12 @@ Each variant stands for one transformation of the vocabulary (``VARIANT_TRANSFOR
 to similar patterns (same category, shared ops); a combination scores the sum of its
 variants' scores, and ties keep the templates' default first. With no graph (or no
 evidence yet) the order is the default one, so every round still tries an untried
-combination; a default with a variant the graph has never seen stays first, so a new
-variant gets its first round where its template made it the default.
+combination; a variant of the default that the graph has never seen goes first, in the
+best-ranked combination that holds it, so a new variant gets its first round where its
+template made it the default.
 
-Where every combination has been timed on exactly this pattern (a side-by-side A/B such
-as ``bench/conv_variants.py``, or earlier rounds), the measured speedups decide first: a
+Where every variant of a region has been timed on exactly this pattern (a side-by-side A/B
+such as ``bench/conv_variants.py``, or earlier rounds), the measured speedups decide first: a
 score counts successes only, so two variants that both lost to torch.compile scored
 alike, and on the H200 (2026-12-02) implicit GEMM stayed first for conv3d > group_norm >
 silu at 0.45x while channels-last ran the same task at 0.94x.
@@ -68,25 +69,25 @@ def lower_order(combos: list[tuple[str, ...]], pattern: Any, graph: Any = None) 
 
     rows = _table(graph, pattern)                 # every transformation's records on exactly this pattern
     timed = {s.transformation: s.median_speedup_vs_compile for s in rows if s.median_speedup_vs_compile}
-    shared = set(combos[0]).intersection(*combos[1:])     # in every combination: no difference
-    measured = [_measured([v for v in c if v not in shared], timed) for c in combos]
-    if any(m is None for m in measured):
-        measured = [0.0] * len(combos)
+    measured = _measured(combos, timed)
     order = sorted(range(len(combos)), key=lambda k: (-measured[k], -score(combos[k]), k))
-    recorded = {s.transformation for s in rows}
-    if _unseen(combos[0], set(scores) | recorded, getattr(graph, "vocabulary", {})):
-        order = [0] + [k for k in order if k != 0]                  # a default never tried: first
+    new = _unseen(combos[0], set(scores) | {s.transformation for s in rows}, getattr(graph, "vocabulary", {}))
+    if new:          # a variant of the default never tried: its best-ranked combination first
+        first = next(k for k in order if new <= set(combos[k]))
+        order = [first] + [k for k in order if k != first]
     return [combos[k] for k in order]
 
 
-def _unseen(combo: tuple[str, ...], known: set[str], vocabulary: Any) -> bool:
-    """A variant of ``combo`` whose transformation the graph holds no record of on this pattern
-    (failures included) and no success of on a similar one. Ranked by evidence alone it would
+def _unseen(combo: tuple[str, ...], known: set[str], vocabulary: Any) -> set[str]:
+    """The variants of ``combo`` whose transformation the graph holds no record of on this pattern
+    (failures included) and no success of on a similar one. Ranked by evidence alone they would
     come last for ever: the cooperative rows, new and the default for rows of 32768, were never
     reached by the two rounds of the suite's softmaxes on the H100 (2026-12-06), whose older
-    variants' records filled them."""
-    ids = [VARIANT_TRANSFORMATION.get(v, v) for v in combo]
-    return any(t in vocabulary and t not in known for t in ids)
+    variants' records filled them. The other regions keep the evidence's pick: conv3d > group
+    norm > silu's default put the new norm kernel after the implicit-GEMM conv, which the graph
+    had timed at 0.45x beside channels-last's 0.94x, and ran 0.46x (H100, 2026-12-06)."""
+    return {v for v in combo if VARIANT_TRANSFORMATION.get(v, v) in vocabulary
+            and VARIANT_TRANSFORMATION.get(v, v) not in known}
 
 
 def _table(graph: Any, pattern: Any) -> list[Any]:
@@ -101,12 +102,12 @@ def _table(graph: Any, pattern: Any) -> list[Any]:
         return []
 
 
-def _measured(variants: list[str], timed: dict[str, float]) -> float | None:
-    """The product of the variants' measured speedups; None if one is untimed."""
-    product = 1.0
-    for v in variants:
-        value = timed.get(VARIANT_TRANSFORMATION.get(v, v))
-        if value is None:
-            return None
-        product *= value
-    return product
+def _measured(combos: list[tuple[str, ...]], timed: dict[str, float]) -> list[float]:
+    """Each combination's product of measured speedups over the regions whose variants were all
+    timed on this pattern (a region with one variant everywhere, or an untimed one, counts 1.0)."""
+    measured = [1.0] * len(combos)
+    for k in range(len(combos[0])):
+        column = [timed.get(VARIANT_TRANSFORMATION.get(c[k], c[k])) for c in combos]
+        if len({c[k] for c in combos}) > 1 and all(v is not None for v in column):
+            measured = [m * v for m, v in zip(measured, column)]
+    return measured
