@@ -80,6 +80,7 @@ def rowwise_0_coop_kernel(
     BLOCK_R: tl.constexpr, # elements per chunk, held in registers
     BLOCK_S: tl.constexpr, # lanes over the chunks, >= n_split
     PHASE: tl.constexpr,   # 0: one launch with the wait; 1 then 2: two launches, no wait
+    EVEN: tl.constexpr,    # every chunk full: no lane masked
 ):
     pid = tl.program_id(0)
     row = (pid // n_split).to(tl.int64)   # a row's chunks are consecutive
@@ -93,7 +94,7 @@ def rowwise_0_coop_kernel(
     lanes = tl.arange(0, BLOCK_R)
     chunk = BLOCK_R
     r = lo + lanes
-    rmask = r < n_red
+    rmask = tl.full([BLOCK_R], 1, tl.int1) if EVEN else r < n_red
     i1 = r
     in0_lane = i1 * in0_s1
     out0_lane = i1 * out0_s1
@@ -146,7 +147,7 @@ def rowwise_0(a0):
         # no FMA contraction: x * scale - max contracted keeps x live beside x * scale, a
         # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)
         for phase in ((0,) if together else (1, 2)):
-            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *a0.expand(domain).stride(), part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
+            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *a0.expand(domain).stride(), part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
     return out0,
 
 
