@@ -14,7 +14,6 @@ Needs only torch, triton and numpy.
 """
 from __future__ import annotations
 
-import argparse
 import sys
 from pathlib import Path
 
@@ -165,14 +164,9 @@ def survey(name: str, folder: Path, iters: int) -> dict:
 
 
 def main() -> int:
-    from bench.rowwise_configs import run_tasks
+    from bench.rowwise_configs import survey_cli
 
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tasks", nargs="*", default=list(DEFAULT), help="task names in bench/tasks/")
-    parser.add_argument("--out", required=True, help="results file (JSON)")
-    parser.add_argument("--iters", type=int, default=20, help="timed calls of each kernel")
-    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
-    return run_tasks(parser.parse_args(), survey, "coop-rows-", ("best", "best_vs_compile", "lowered_vs_compile"))
+    return survey_cli(__doc__, list(DEFAULT), 20, survey, "coop-rows-", ("best", "best_vs_compile", "lowered_vs_compile"))
 
 
 if __name__ == "__main__":

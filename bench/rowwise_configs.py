@@ -97,6 +97,17 @@ def survey(name: str, folder: Path, iters: int) -> dict:
                                    for combo, label in defaults.items()}}
 
 
+def survey_cli(doc: str, tasks: list[str], iters: int, survey_fn, prefix: str, shown: tuple[str, ...]) -> int:
+    """A survey script's command line (``tasks`` by default, ``iters`` timed calls of each kernel),
+    then ``run_tasks``."""
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    parser.add_argument("tasks", nargs="*", default=list(tasks), help="task names in bench/tasks/")
+    parser.add_argument("--out", required=True, help="results file (JSON)")
+    parser.add_argument("--iters", type=int, default=iters, help="timed calls of each kernel")
+    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
+    return run_tasks(parser.parse_args(), survey_fn, prefix, shown)
+
+
 def run_tasks(args: argparse.Namespace, survey_fn, prefix: str, shown: tuple[str, ...]) -> int:
     """``survey_fn(name, folder, iters)`` for each of ``args.tasks`` until ``args.budget_s``, the
     results file rewritten after each task (a step cut by its time limit keeps what it has)."""
@@ -131,12 +142,7 @@ def run_tasks(args: argparse.Namespace, survey_fn, prefix: str, shown: tuple[str
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("tasks", nargs="*", default=list(LOSERS), help="task names in bench/tasks/")
-    parser.add_argument("--out", required=True, help="results file (JSON)")
-    parser.add_argument("--iters", type=int, default=30, help="timed calls of each configuration")
-    parser.add_argument("--budget-s", type=float, default=240.0, help="start no new task after this")
-    return run_tasks(parser.parse_args(), survey, "rowwise-configs-", ("best", "best_vs_compile", "default_vs_compile"))
+    return survey_cli(__doc__, list(LOSERS), 30, survey, "rowwise-configs-", ("best", "best_vs_compile", "default_vs_compile"))
 
 
 if __name__ == "__main__":

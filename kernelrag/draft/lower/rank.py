@@ -25,13 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_over_store",
-                          "split": "two_pass_reduction", "column": "tiling", "chunked": "chunked_rows",
-                          "three_pass": "separate_passes_l2", "coop": "cooperative_rows",
-                          "block1024": "elementwise_fusion",
-                          "direct": "direct_convolution", "ieee": "ieee_fp32_dot",
-                          "per_channel": "per_channel_hoisting"}
-
+from kernelrag.draft.lower.protocol import VARIANT_TRANSFORMATION
 
 # The fp32 dot paths of the GEMM template, least accurate first (templates/gemm.py documents them).
 DOT_ACCURACY = ("tf32x3", "bf16x6", "ieee")

@@ -99,23 +99,20 @@ class _CoopWriter(_Writer):
 
     def chunk(self, start: str, ind: str) -> list[str]:
         """EVEN (set at launch: the row is a whole number of chunks) makes the mask a constant the
-        compiler drops: log_softmax's kernel 64 -> 48 registers on sm_90, the hand-written count."""
-        lines = self._layout_chunk(start, ind) if self.layout else super().chunk(start, ind)
-        even = f"{ind}rmask = tl.full([BLOCK_R], 1, tl.int1) if EVEN else r < n_red"
-        return [even if line == f"{ind}rmask = r < n_red" else line for line in lines]
-
-    def _layout_chunk(self, start: str, ind: str) -> list[str]:
-        lines = [f"{ind}r = {start} + lanes", f"{ind}rmask = r < n_red", f"{ind}lane_rest = r", f"{ind}chunk_rest = {start}"]
+        compiler drops: log_softmax's kernel 64 -> 48 registers on sm_90, the hand-written count.
+        Where a row spans several dims, the chunk's own indices give the per-chunk offsets."""
+        lines = super().chunk(start, ind, mask="tl.full([BLOCK_R], 1, tl.int1) if EVEN else r < n_red")
+        if not self.layout:
+            return lines
+        lines.append(f"{ind}chunk_rest = {start}")
         for d in reversed(self.red):
-            lines += [f"{ind}i{d} = lane_rest % n{d}", f"{ind}lane_rest = lane_rest // n{d}",
-                      f"{ind}c{d} = chunk_rest % n{d}", f"{ind}chunk_rest = chunk_rest // n{d}"]
-        last = self.red[-1]
-        for pre, ks in (("in", self.lane_ins), ("out", self.lane_outs)):
-            for k in ks:
-                split = " + ".join(f"i{d} * {pre}{k}_s{d}" for d in self.red)
-                lines.append(f"{ind}{pre}{k}_lane = r * {pre}{k}_s{last} if {pre.upper()}{k}_FLAT else {split}")
-        lines += [f"{ind}in{k}_chunk = " + " + ".join(f"c{d} * in{k}_s{d}" for d in self.red) for k in self.lane_ins]
-        return lines
+            lines += [f"{ind}c{d} = chunk_rest % n{d}", f"{ind}chunk_rest = chunk_rest // n{d}"]
+        return lines + [f"{ind}in{k}_chunk = " + " + ".join(f"c{d} * in{k}_s{d}" for d in self.red)
+                        for k in self.lane_ins]
+
+    def lane_offset(self, pre: str, k: int) -> str:
+        split = super().lane_offset(pre, k)
+        return f"r * {pre}{k}_s{self.red[-1]} if {pre.upper()}{k}_FLAT else {split}" if self.layout else split
 
     def node_line(self, nid: int, names: dict[int, str], ind: str, looped: bool, carries: dict) -> list[str]:
         if not (self.layout and nid in self.loads and self.load_frame[nid] == C.LANE):

@@ -3,8 +3,7 @@ from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import Graph
-from kernelrag.draft.lower.protocol import Emitted, Region
-from kernelrag.draft.lower.rank import VARIANT_TRANSFORMATION
+from kernelrag.draft.lower.protocol import VARIANT_TRANSFORMATION, Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_passes import ONLINE_SOFTMAX, SHIFTED_VAR, Rider, cone, plan_passes
 from kernelrag.draft.lower.templates import rowwise_sizes as S
@@ -99,8 +98,8 @@ class _Writer:
         return C.const_names(self.g, [i for n in self.r.nodes for i in self.g[n].inputs])
 
     # ------------------------------------------------------------------ kernel pieces
-    def chunk(self, start: str, ind: str) -> list[str]:
-        lines = [f"{ind}r = {start} + lanes", f"{ind}rmask = r < n_red"]
+    def chunk(self, start: str, ind: str, mask: str = "r < n_red") -> list[str]:
+        lines = [f"{ind}r = {start} + lanes", f"{ind}rmask = {mask}"]
         if self.r.state["reverse"]:
             lines.append(f"{ind}r = n_red - 1 - r          # a reverse scan walks the row from its end")
         if len(self.red) == 1:
@@ -111,13 +110,13 @@ class _Writer:
             lines.append(f"{ind}lane_rest = r")
             for d in reversed(self.red):
                 lines += [f"{ind}i{d} = lane_rest % n{d}", f"{ind}lane_rest = lane_rest // n{d}"]
-        for k, nid in enumerate(self.loads):
-            if self.load_frame[nid] == C.LANE:
-                lines.append(f"{ind}in{k}_lane = " + " + ".join(f"i{d} * in{k}_s{d}" for d in self.red))
-        for k, nid in enumerate(self.outs):
-            if self.frames[nid] == C.LANE:
-                lines.append(f"{ind}out{k}_lane = " + " + ".join(f"i{d} * out{k}_s{d}" for d in self.red))
-        return lines
+        lane = [("in", k) for k, nid in enumerate(self.loads) if self.load_frame[nid] == C.LANE]
+        lane += [("out", k) for k, nid in enumerate(self.outs) if self.frames[nid] == C.LANE]
+        return lines + [f"{ind}{pre}{k}_lane = {self.lane_offset(pre, k)}" for pre, k in lane]
+
+    def lane_offset(self, pre: str, k: int) -> str:
+        """A lane's offset into operand (``pre`` "in") or output ("out") ``k`` past its row."""
+        return " + ".join(f"i{d} * {pre}{k}_s{d}" for d in self.red)
 
     def node_line(self, nid: int, names: dict[int, str], ind: str, looped: bool, carries: dict) -> list[str]:
         node = self.g[nid]
