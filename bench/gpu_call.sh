@@ -13,7 +13,8 @@
 # (bench/rowwise_configs.py: the row-wise kernels' long-row configurations beside torch.compile), profile
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
 # (bench/inductor_kernels.py: torch.compile's kernels' text), coop (bench/coop_rows.py: cooperative
-# rows and tall-skinny products beside torch.compile), smoke (bench/gpu_smoke.sh: the
+# rows and tall-skinny products beside torch.compile), launch (bench/launch_overhead.py: the
+# generated launchers' host time against their kernels'), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
@@ -76,6 +77,10 @@ for step in "$@"; do
     coop)       # COOP_TASKS="a b c" names the tasks (default: coop_rows.py's row-wise losers and matmul_tall_skinny)
                 timeout "$secs" python3 bench/coop_rows.py --out "$work/coop-rows-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $((secs - 60)) ${COOP_TASKS:-} 2>&1 | tail -30 ;;
+    launch)     # LAUNCH_BEFORE=DIR: older drafts (<task>__<variants>.py) timed beside the current ones;
+                # LAUNCH_ARGS=--protocol: the verifier's timing protocol too
+                timeout "$secs" python3 bench/launch_overhead.py --out "$work/launch-overhead-$gpu-$day-$(date +%H%M).json" \
+                  --budget-s $((secs - 60)) ${LAUNCH_BEFORE:+--before "$LAUNCH_BEFORE"} ${LAUNCH_ARGS:-} ${LAUNCH_TASKS:-} 2>&1 | tail -40 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 
+from kernelrag.draft.lower.host import used_helpers
 from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.partition import ViewStep
@@ -86,6 +87,7 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
     parts = ["\n".join(doc), header]
     if consts:
         parts.append("\n".join(consts) + "\n")
+    parts += used_helpers([e.launcher for e in emitted] + [k for e in emitted for k in e.kernels])
     seen: set[str] = set()
     for e in emitted:
         for k in e.kernels:

@@ -39,6 +39,7 @@ from __future__ import annotations
 
 from kernelrag.draft.lower.gemm_kernels import render_kernels, tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
+from kernelrag.draft.lower.host import used_helpers
 from kernelrag.draft.lower.tiles import GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, PICK_TILE, table_source
 
 # the launcher's default tl.dot precision per spec.precision (16-bit inputs ignore it)
@@ -120,7 +121,7 @@ def k_major(t, rows_are_k):
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
     G, R, C = t3.shape
     y = torch.empty((G, C, R), device=t.device, dtype=t.dtype)
-    grid = (triton.cdiv(R, 32), triton.cdiv(C, 32), G)
+    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
     transpose_kernel[grid](t3, y, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
@@ -135,7 +136,7 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"{name}: inner sizes differ, a is {{tuple(a.shape)}}, b is {{tuple(b.shape)}}")
     K, N = b.shape[-2], b.shape[-1]
-    out_shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
+    out_shape = _broadcast(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
     extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in ({extras_tuple})]
     extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
@@ -148,7 +149,7 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
     M = a.shape[-2]
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
         a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
         b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
@@ -163,27 +164,27 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     B0, B1 = batch
     rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
-                                          lambda bm, bn: B0 * B1 * triton.cdiv(M, bm) * triton.cdiv(N, bn))
+                                          lambda bm, bn: B0 * B1 * _cdiv(M, bm) * _cdiv(N, bn))
     if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
         if N > 1024:
             raise ValueError(f"{name}: the fused row reduction holds at most 1024 columns, N is {{N}}")
-        BN = max(16, triton.next_power_of_2(N))
+        BN = max(16, _pow2(N))
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
             BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 2
     store_cache = ""
     if K <= 32 and not {whole_rows!r}:        # one K step: the output's write is the whole cost (K = 16 on
-        BK = max(16, triton.next_power_of_2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
+        BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
         if cuda:                              # 64 x 128 x 16 on 4 warps 1.27x, streamed out 1.40x)
             BM, BN, warps, stages = min(BM, 64), min(BN, 128), 4, 1
             store_cache = ".cs" if B0 * B1 * M * N * a.element_size() > 2 ** 26 else ""   # far past L2
     split_k_given = split_k
     if split_k is None:                       # few output tiles over a long K: split K across programs
-        tiles = B0 * B1 * triton.cdiv(M, BM) * triton.cdiv(N, BN)
-        split_k = max(1, min(K // 1024, triton.cdiv(264, tiles), 64)) if K >= 2048 else 1
+        tiles = B0 * B1 * _cdiv(M, BM) * _cdiv(N, BN)
+        split_k = max(1, min(K // 1024, _cdiv(264, tiles), 64)) if K >= 2048 else 1
     gemv = {vector!r} and N == 1
     if gemv and split_k_given is None:        # reading A is the whole cost: enough programs to keep HBM busy
-        split_k = max(1, min(K // 4096, triton.cdiv(1056, B0 * B1 * triton.cdiv(M, 64))))
+        split_k = max(1, min(K // 4096, _cdiv(1056, B0 * B1 * _cdiv(M, 64))))
     out_full = out_shape[:-1] + ((1,) if {row_out!r} else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
     full = out.reshape(B0, B1, M, out_full[-1])
@@ -192,18 +193,18 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
         if gemv:
             GM, GK = (64, 128) if cuda else (16, 32)
-            {name}_gemv_kernel[(triton.cdiv(M, GM), B0 * B1, split_k)](
+            {name}_gemv_kernel[(_cdiv(M, GM), B0 * B1, split_k)](
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
-            {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, split_k)](
+            {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
                 a4, b4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, STORE_CACHE="", num_warps=warps, num_stages=stages)
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
-        {name}_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
+        {name}_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
 {tma_branch}    else:
-        {name}_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
+        {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
             a4, b4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
@@ -223,7 +224,7 @@ TMA_BRANCH = '''    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_lay
         a_desc = TensorDescriptor.from_tensor(a4[0, 0], [BM, BK])
         b_desc = TensorDescriptor.from_tensor(b4[0, 0].t() if b_nk else b4[0, 0], [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        {name}_tma_kernel[(min(sms, triton.cdiv(M, BM) * triton.cdiv(N, BN)),)](
+        {name}_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
             a_desc, b_desc, full, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
@@ -277,5 +278,6 @@ def precision_note(spec: GemmSpec) -> str:
 def render_gemm(spec: GemmSpec) -> Rendered:
     """The kernels and launcher for ``spec`` as one module's text (imports included)."""
     kernels, launcher = gemm_parts(spec)
-    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + "\n\n".join(kernels) + launcher
+    parts = used_helpers([*kernels, launcher]) + kernels
+    source = "import torch\nimport triton\nimport triton.language as tl\n\n\n" + "\n\n".join(parts) + launcher
     return Rendered(source=source, entry=spec.name, transformations=transformations_of(spec), notes=[precision_note(spec)])

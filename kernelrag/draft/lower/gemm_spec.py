@@ -25,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from kernelrag.draft.codegen import OPS, _lit
+from kernelrag.draft.lower.host import used_helpers
 
 REDUCTIONS = ("sum", "mean", "max", "min", "logsumexp", "softmax", "log_softmax")
 PRECISIONS = ("tf32x3", "bf16x6", "ieee")     # the fp32 dot paths a spec may ask for (gemm.py documents them)
@@ -196,5 +197,6 @@ def rendered(parts: list[str], launcher: str, entry: str, transformations: list[
     """A standalone module (imports, parts, launcher) that also keeps its pieces apart, so a
     lowering emits shared helpers (tile tables, ``pick_tile``) once per module."""
     parts = [p.strip("\n") + "\n" for p in parts]
-    source = IMPORTS + "\n\n".join(parts) + "\n\n" + launcher.strip("\n") + "\n"
+    helpers = [h + "\n" for h in used_helpers([*parts, launcher])]
+    source = IMPORTS + "\n\n".join(helpers + parts) + "\n\n" + launcher.strip("\n") + "\n"
     return Rendered(source, entry, transformations, notes or [], parts, launcher.strip("\n") + "\n")

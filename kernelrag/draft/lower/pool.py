@@ -105,7 +105,7 @@ _LAUNCHER = '''def {name}(x, {extras_sig}):
     e_st = [s for e in extras for s in e.stride()]
     total = y.numel()
     BLOCK = 256 if x.is_cuda else 64
-    {name}_kernel[(triton.cdiv(total, BLOCK),)](
+    {name}_kernel[(_cdiv(total, BLOCK),)](
         x, y, {extras_call}total, x.shape[1], *L, *O, *x.stride(), *y.stride(), *e_st, {consts}BLOCK=BLOCK)
     return y
 '''
@@ -214,9 +214,9 @@ _GLOBAL_LAUNCHER = '''def {name}(x, {extras_sig}):
     y = torch.empty((Nb, C) + (1,) * {dims}, device=x.device, dtype=x.dtype)
     extras = [e.expand(y.shape) for e in ({extras_tuple})]
     e_st = [s for e in extras for s in e.stride()[:2]]
-    BL = min(triton.next_power_of_2(L), 1024 if x.is_cuda else 256)
+    BL = min(_pow2(L), 1024 if x.is_cuda else 256)
     BR = max(1, (4096 if x.is_cuda else 1024) // BL)   # short rows: many per program, one contiguous sweep
-    {name}_kernel[(triton.cdiv(Nb * C, BR),)](
+    {name}_kernel[(_cdiv(Nb * C, BR),)](
         xf, y, {extras_call}Nb * C, C, L, *xf.stride(), *e_st, BLOCK_R=BR, BLOCK_L=BL)
     return y
 '''

@@ -149,12 +149,12 @@ class ChannelwiseTemplate:
                 lines.append(f"    {p} = {p}.flatten(2)")
                 strides.append(f"*{p}.stride()")
             else:
-                strides.append(f"*{p}.expand(domain).stride()[:2]")
+                strides.append(f"*_strides({p}, domain)[:2]")
         out_names = [f"out{k}" for k in range(len(outs))]
         lines += [f"    out{k} = torch.empty(domain, dtype={ref}.dtype, device={ref}.device)" for k in range(len(outs))]
-        lines += ["    BLOCK = min(triton.next_power_of_2(max(HW, 1)), 4096 if a0.is_cuda else 1024)",
+        lines += ["    BLOCK = min(_pow2(max(HW, 1)), 4096 if a0.is_cuda else 1024)",
                   "    if Nb * Cc * HW > 0:",
-                  f"        {kname}[(Nb * Cc * triton.cdiv(HW, BLOCK),)](",
+                  f"        {kname}[(Nb * Cc * _cdiv(HW, BLOCK),)](",
                   f"            {', '.join(params + out_names)}, Cc, HW, {', '.join(strides)},",
                   "            BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]

@@ -1,9 +1,9 @@
 """What the templates share: value frames, operand loads over a broadcast domain, launchers.
 
 Every operand is handed to a kernel as a pointer plus one stride per domain dim,
-taken from ``tensor.expand(domain).stride()`` in the launcher: a broadcast dim has
-stride 0, a permuted view its own strides, so no operand is ever copied to match
-the domain. Sizes are read from the tensors at run time; the traced shapes only
+taken from ``_strides(tensor, domain)`` (``tensor.expand(domain).stride()`` without the
+view, see ``host.py``) in the launcher: a broadcast dim has stride 0, a permuted view its
+own strides, so no operand is ever copied to match the domain. Sizes are read from the tensors at run time; the traced shapes only
 plan the lowering.
 """
 from __future__ import annotations
@@ -97,6 +97,6 @@ def float_ref(graph: Graph, loads: list[int], params: list[str]) -> str:
 
 def domain_lines(params: list[str], rank: int, indent: str = "    ") -> list[str]:
     shapes = ", ".join(f"{p}.shape" for p in params)
-    return [f"{indent}domain = torch.broadcast_shapes({shapes})",
+    return [f"{indent}domain = _broadcast({shapes})",
             f"{indent}if len(domain) != {rank}:",
             f"{indent}    raise ValueError(f\"operands broadcast to {{tuple(domain)}}, expected rank {rank}\")"]

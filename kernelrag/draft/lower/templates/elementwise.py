@@ -116,7 +116,7 @@ class ElementwiseTemplate:
         shape_of = {n: f"{p}.shape" for n, p in zip(loads, params)} | {c: f"sh{c}" for c in cats}
         lines += shape_lines(graph, inside, cats, shape_of)
         top = leaves(graph, inside, outs)
-        lines += [f"    domain = torch.broadcast_shapes({', '.join(shape_of[i] for i in top)})",
+        lines += [f"    domain = _broadcast({', '.join(shape_of[i] for i in top)})",
                   f"    if len(domain) != {rank}:",
                   f"        raise ValueError(f\"operands broadcast to {{tuple(domain)}}, expected rank {rank}\")"]
         out_names = [f"out{k}" for k in range(len(outs))]
@@ -126,13 +126,13 @@ class ElementwiseTemplate:
         lines += ["    n_elements = 1", "    for s in domain:", "        n_elements *= s"]
         lines.append(f"    strides = [0 if n == 1 else s for t in ({', '.join(tensors)},) "
                      "for n, s in zip(t.shape, t.stride())]   # 0: broadcast")
-        lines.append(f"    index_64 = max([n_elements] + [1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) "
-                     f"for t in ({', '.join(tensors + out_names)},)]) >= 2**31   # the farthest offset read or written")
+        lines.append(f"    index_64 = n_elements >= 2**31 or _wide({', '.join(tensors + out_names)})"
+                     "   # the farthest offset read or written")
         call = ", ".join(C.call_values(graph, loads, params) + out_names + (["*domain[1:]"] if rank > 1 else [])
                          + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides"]
                          + [f"*{o}.stride()" for o in out_names] + ["n_elements"])
         lines += ["    if n_elements > 0:",
-                  f"        {kname}[(triton.cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK}, INDEX_64=index_64)",
+                  f"        {kname}[(_cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK}, INDEX_64=index_64)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
         pieces = {i for c in cats for i in graph[c].inputs}
         joined = (f" {len(cats)} cat(s) choose per lane which operand to read at which offset: a piece's "

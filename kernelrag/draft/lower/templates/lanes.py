@@ -182,4 +182,4 @@ def shape_lines(graph: Graph, inside: set[int], cats: list[int], shape_of: dict[
 
 
 def _broadcast_code(shapes: list[str]) -> str:
-    return f"tuple({shapes[0]})" if len(shapes) == 1 else f"tuple(torch.broadcast_shapes({', '.join(shapes)}))"
+    return f"tuple({shapes[0]})" if len(shapes) == 1 else f"_broadcast({', '.join(shapes)})"

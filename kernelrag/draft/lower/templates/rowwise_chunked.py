@@ -260,14 +260,14 @@ class _Chunked:
         lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]
         n_vals = max(1, len(self.row_vals))
         lines.append(f"    rows = torch.empty((n_rows, {n_vals}), dtype=torch.float32, device={dev})")
-        common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
+        common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*_strides({p}, domain)" for p in tensors]
         call1 = ", ".join(common + parts + ["n_red", "n_split", "chunk"])
         call2 = ", ".join(common + parts + outs + strides + ["rows", "n_red", "n_split", "chunk"])
         call3 = ", ".join(common + outs + strides + ["rows", "n_red", "chunk"])
         lines += ["    if n_rows > 0 and n_red > 0:",
                   f"        {name}_stats_kernel[(n_rows, n_split)]({call1}, BLOCK_R=block_r, num_warps={WARPS})",
                   f"        {name}_combine_kernel[(n_rows,)]({call2}, N_ROW_VALS={n_vals}, "
-                  "BLOCK_S=triton.next_power_of_2(n_split), num_warps=1)",
+                  "BLOCK_S=_pow2(n_split), num_warps=1)",
                   f"        {name}_apply_kernel[(n_rows, n_split)]({call3}, N_ROW_VALS={n_vals}, BLOCK_R=block_r, "
                   f"num_warps={WARPS})",
                   f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]

@@ -290,7 +290,7 @@ def _launcher(col: _Column, region: Region, name: str) -> str:
     ref = C.float_ref(g, w.loads, params)
     lines = C.launcher_head(name, params, f"{region.describe(g)}; column tiles along the innermost kept dim.")
     lines += C.domain_lines(tensors, w.rank)
-    lines += [f"    if {lane}.expand(domain).stride()[-1] != 1:   # lanes along the innermost dim would not coalesce",
+    lines += [f"    if _strides({lane}, domain)[-1] != 1:   # lanes along the innermost dim would not coalesce",
               f"        return {name}_rows({', '.join(params)})",
               "    n_outer = " + (" * ".join(f"domain[{d}]" for d in col.outer) or "1"),
               f"    n_inner = domain[{col.inner}]",
@@ -306,14 +306,14 @@ def _launcher(col: _Column, region: Region, name: str) -> str:
         outs.append(f"out{k}")
     for j in col.dens:
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in g[region.nodes[j]].args["denom"]) + ")")
-    lines += [f"    block_k = min({BLOCK_K_MAX}, triton.next_power_of_2(max(n_inner, 1)))",
-              f"    block_r = max(1, min(triton.next_power_of_2(max(n_red, 1)), {TILE} // block_k))",
-              "    n_kblk = triton.cdiv(n_inner, block_k)",
+    lines += [f"    block_k = min({BLOCK_K_MAX}, _pow2(max(n_inner, 1)))",
+              f"    block_r = max(1, min(_pow2(max(n_red, 1)), {TILE} // block_k))",
+              "    n_kblk = _cdiv(n_inner, block_k)",
               "    n_tiles = n_outer * n_kblk",
-              f"    n_split = 1 if n_tiles >= {MIN_TILES} else min(triton.cdiv(n_red, block_r), triton.cdiv({4 * MIN_TILES}, max(n_tiles, 1)))",
-              "    chunk = triton.cdiv(triton.cdiv(n_red, max(n_split, 1)), block_r) * block_r",
-              "    n_split = triton.cdiv(n_red, chunk) if n_red > 0 else 1"]
-    common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
+              f"    n_split = 1 if n_tiles >= {MIN_TILES} else min(_cdiv(n_red, block_r), _cdiv({4 * MIN_TILES}, max(n_tiles, 1)))",
+              "    chunk = _cdiv(_cdiv(n_red, max(n_split, 1)), block_r) * block_r",
+              "    n_split = _cdiv(n_red, chunk) if n_red > 0 else 1"]
+    common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*_strides({p}, domain)" for p in tensors]
     tail = [f"den{j}" for j in col.dens]
     opts = "BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4"
     parts = []

@@ -92,8 +92,9 @@ class _CoopWriter(_Writer):
                 + [(f"OUT{k}_FLAT: tl.constexpr", f"output {k}: one run") for k in self.lane_outs])
 
     def flag_call(self, params: list[str]) -> str:
-        """The launcher's expression for the flags (``params``: the launcher's name of each load)."""
-        ins = ", ".join(f"\"IN{k}\": {params[k]}.expand(domain).stride()" for k in self.lane_ins)
+        """The launcher's expression for the flags (``params``: the launcher's name of each load,
+        whose strides over the domain are ``st_<name>``)."""
+        ins = ", ".join(f"\"IN{k}\": st_{params[k]}" for k in self.lane_ins)
         outs = ", ".join(f"\"OUT{k}\": out{k}.stride()" for k in self.lane_outs)
         return f"_lane_flags({{{ins}}}, {{{outs}}}, domain, {tuple(self.red)}, block_r)"
 
@@ -207,15 +208,17 @@ class _Coop(_Chunked):
         dev = f"{tensors[0]}.device"
         lines += row_size_lines(w.kept, w.red) + [
                   "    # at least two chunks a row: one would be the registers variant's program",
-                  "    block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], triton.next_power_of_2(max(triton.cdiv(n_red, 2), 1)))",
-                  "    n_split = triton.cdiv(n_red, block_r)"]
+                  "    block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], _pow2(max(_cdiv(n_red, 2), 1)))",
+                  "    n_split = _cdiv(n_red, block_r)"]
         allocs, outs, strides = w.output_allocs(ref, dev)
         lines += allocs
         parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]
         lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]
         lines.append(f"    count = torch.zeros((n_rows,), dtype=torch.int32, device={dev})")
-        flags = f", **{w.flag_call(params)}" if w.layout else ""
-        common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
+        lines += [f"    st_{p} = _strides({p}, domain)" for p in tensors]
+        if w.layout:
+            lines.append(f"    flags = {w.flag_call(params)}")
+        common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*st_{p}" for p in tensors]
         call = ", ".join(common + parts + outs + strides + ["count", "n_red", "n_split"])
         lines += ["    if n_rows > 0 and n_red > 0:",
                   "        # one launch with the wait where a row's chunks surely fit on the GPU together (one",
@@ -226,7 +229,7 @@ class _Coop(_Chunked):
                   "        # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)",
                   "        for phase in ((0,) if together else (1, 2)):",
                   f"            {name}_coop_kernel[(n_rows * n_split,)]({call}, BLOCK_R=block_r, "
-                  f"BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False{flags})",
+                  f"BLOCK_S=_pow2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False{', **flags' if w.layout else ''})",
                   f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
         return "\n".join(lines) + "\n"
 

@@ -395,24 +395,24 @@ def _launcher(w: _Writer, region: Region, name: str, kname: str, variant: str, l
     allocs, outs, strides = w.output_allocs(ref, f"{tensors[0]}.device")
     lines += allocs
     if variant in ("looped", "three_pass") and looped_ok:
-        lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, triton.next_power_of_2(n_red))"]
+        lines += ["    fits = False", f"    block_r = min({LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024, _pow2(n_red))"]
     else:
         limit = row_limit(w.t, g, region) if looped_ok else 65536
         lines += [f"    fits = n_red <= {limit}"]
         if not looped_ok:
             lines += ["    if not fits:",
                       f"        raise ValueError(f\"rows of {{n_red}} elements exceed {limit}; this kernel keeps the row in registers\")"]
-        lines += [f"    block_r = triton.next_power_of_2(n_red) if fits else {LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024"]
+        lines += [f"    block_r = _pow2(n_red) if fits else {LOOP_BLOCK} if n_red >= {WIDE_LOOP_ROW} else 1024"]
     lines += ["    num_warps = min(16, max(1, block_r // 512)) if fits else "
               f"({LOOP_WARPS_LONG} if n_red >= {WIDE_LOOP_ROW} else 4)"]
     lines += [f"    if not fits and n_red >= {WIDE_LOOP_ROW}:   # long rows: the launch configuration CONFIGS[0] names",
-              "        block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], triton.next_power_of_2(n_red))",
+              "        block_r = min(CONFIGS[0].kwargs[\"BLOCK_R\"], _pow2(n_red))",
               "        num_warps = CONFIGS[0].num_warps"] if configs else []
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
     call = ", ".join(C.call_values(g, w.loads, params) + outs + ["*domain"]
-                     + [f"*{p}.expand(domain).stride()" for p in tensors] + strides
+                     + [f"*_strides({p}, domain)" for p in tensors] + strides
                      + ["n_red"] + [f"den{j}" for j in dens])
     lines += ["    if n_rows > 0 and n_red > 0:",
               f"        {kname}[(n_rows,)]({call}, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)",

@@ -110,10 +110,10 @@ def chunk_lines(kept: list[int], red: tuple[int, ...], target_programs: int) -> 
     """Launcher lines cutting each row into ``n_split`` chunks of ``chunk`` elements (a multiple of
     a 1024-lane block) so that rows x chunks comes near ``target_programs`` (split and chunked)."""
     return row_size_lines(kept, red) + [
-            "    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))",
-            f"    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv({target_programs}, max(n_rows, 1))))",
-            "    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r",
-            "    n_split = triton.cdiv(n_red, chunk)"]
+            "    block_r = min(1024, _pow2(max(n_red, 1)))",
+            f"    n_split = max(1, min(1024, _cdiv(n_red, block_r), _cdiv({target_programs}, max(n_rows, 1))))",
+            "    chunk = _cdiv(_cdiv(n_red, n_split), block_r) * block_r",
+            "    n_split = _cdiv(n_red, chunk)"]
 
 
 def long_row_configs(n_red: int) -> tuple[tuple[int, int], ...]:

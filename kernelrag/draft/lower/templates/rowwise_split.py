@@ -152,12 +152,12 @@ def _launcher(w, region: Region, name: str, k1: str, k2: str, reduces, dens) -> 
     for j in dens:
         dims = g[region.nodes[j]].args["denom"]
         lines.append(f"    den{j} = float(" + " * ".join(f"domain[{d}]" for d in dims) + ")")
-    common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*{p}.expand(domain).stride()" for p in tensors]
+    common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*_strides({p}, domain)" for p in tensors]
     call1 = ", ".join(common + part_names + ["n_red", "n_split", "chunk"])
     call2 = ", ".join(common + part_names + outs + strides + ["n_red", "n_split"] + [f"den{j}" for j in dens])
     lines += ["    if n_rows > 0 and n_red > 0:",
               f"        {k1}[(n_rows, n_split)]({call1}, BLOCK_R=block_r, num_warps=4)",
-              f"        {k2}[(n_rows,)]({call2}, BLOCK_S=triton.next_power_of_2(n_split), num_warps=4)",
+              f"        {k2}[(n_rows,)]({call2}, BLOCK_S=_pow2(n_split), num_warps=4)",
               f"    return {', '.join(outs)}{',' if len(outs) == 1 else ''}"]
     return "\n".join(lines) + "\n"
 
