@@ -33,6 +33,37 @@ height = 32
 width = 32
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def channelwise_0_kernel(
     in0_ptr,                # operand 0 (input), a plane per (n, c)
@@ -73,7 +104,7 @@ def channelwise_0_kernel(
 
 def channelwise_0(a0, a1, a2, a3, a4):
     """channelwise: batch_norm > relu; one program per BLOCK elements of one (n, c) plane, per-channel values once per program."""
-    domain = torch.broadcast_shapes(a0.shape, a1.shape, a2.shape, a3.shape, a4.shape)
+    domain = _broadcast(a0.shape, a1.shape, a2.shape, a3.shape, a4.shape)
     if len(domain) != 4:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 4")
     Nb, Cc = domain[0], domain[1]
@@ -82,10 +113,10 @@ def channelwise_0(a0, a1, a2, a3, a4):
         HW *= s
     a0 = a0.flatten(2)
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
-    BLOCK = min(triton.next_power_of_2(max(HW, 1)), 4096 if a0.is_cuda else 1024)
+    BLOCK = min(_pow2(max(HW, 1)), 4096 if a0.is_cuda else 1024)
     if Nb * Cc * HW > 0:
-        channelwise_0_kernel[(Nb * Cc * triton.cdiv(HW, BLOCK),)](
-            a0, a1, a2, a3, a4, out0, Cc, HW, *a0.stride(), *a1.expand(domain).stride()[:2], *a2.expand(domain).stride()[:2], *a3.expand(domain).stride()[:2], *a4.expand(domain).stride()[:2],
+        channelwise_0_kernel[(Nb * Cc * _cdiv(HW, BLOCK),)](
+            a0, a1, a2, a3, a4, out0, Cc, HW, *a0.stride(), *_strides(a1, domain)[:2], *_strides(a2, domain)[:2], *_strides(a3, domain)[:2], *_strides(a4, domain)[:2],
             BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)
     return out0,
 

@@ -35,6 +35,16 @@ height = 32
 width = 32
 
 
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # DIRECT_TILES: (cuda, min M, min N, min K, min programs, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages));
 # the first row that fits is taken (kernelrag.draft.lower.tiles)
 DIRECT_TILES = (
@@ -144,9 +154,9 @@ def conv_0_conv(x, w, e0, precision=None):
     for o in O:
         P_total *= o
     BC, BP, _, warps, _ = pick_tile(DIRECT_TILES, x.is_cuda, P_total, C_out, Cg, lambda bc, bp: 0)
-    BP = min(BP, triton.next_power_of_2(P_total))
-    BC = min(BC, triton.next_power_of_2(C_out))
-    grid = (triton.cdiv(P_total, BP) * triton.cdiv(C_out, BC) * Nb,)
+    BP = min(BP, _pow2(P_total))
+    BC = min(BC, _pow2(C_out))
+    grid = (_cdiv(P_total, BP) * _cdiv(C_out, BC) * Nb,)
     conv_0_conv_direct_kernel[grid](
         x, w, y, extras[0], C_out, Fg, Cg, P_total, *L, *O, *CR, *x.stride(), *e_st,
         KS0=3, S0=1, P0=1, DL0=1, KS1=3, S1=1, P1=1, DL1=1, BLOCK_C=BC, BLOCK_P=BP, num_warps=warps, **e_ch)

@@ -39,6 +39,16 @@ height = 32
 width = 32
 
 
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # CONV_TILES: (cuda, min M, min N, min K, min programs, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages));
 # the first row that fits is taken (kernelrag.draft.lower.tiles)
 CONV_TILES = (
@@ -170,10 +180,10 @@ def conv_0_conv(x, w, e0, precision=None):
     if precision is None:
         precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
     BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,
-                                          lambda bm, bn: G * PH * triton.cdiv(M, bm) * triton.cdiv(Fg, bn))
-    BN = min(BN, max(16, triton.next_power_of_2(Fg)))
-    BK = min(BK, max(16, triton.next_power_of_2(K)))
-    grid = (triton.cdiv(M, BM) * triton.cdiv(Fg, BN), G * PH)
+                                          lambda bm, bn: G * PH * _cdiv(M, bm) * _cdiv(Fg, bn))
+    BN = min(BN, max(16, _pow2(Fg)))
+    BK = min(BK, max(16, _pow2(K)))
+    grid = (_cdiv(M, BM) * _cdiv(Fg, BN), G * PH)
     conv_0_conv_kernel[grid](
         x, wg, y, extras[0], Nb, M, G, Fg, K, Cg, *L, *O, *CR, *x.stride(), *y.stride(), *e_st,
         KS0=3, S0=1, P0=1, DL0=1, KS1=3, S1=1, P1=1, DL1=1,

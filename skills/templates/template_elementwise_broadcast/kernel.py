@@ -35,6 +35,33 @@ height = 32
 width = 32
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _wide(*tensors):
+    """Whether an element offset into any of ``tensors`` may pass 2**31 - 1 (int32 lanes would wrap)."""
+    for t in tensors:
+        reach = t.numel() if t.is_contiguous() else 1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride()))
+        if reach >= 2**31:
+            return True
+    return False
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
 @triton.jit
 def elementwise_0_kernel(
     in0_ptr,                            # operand 0 (input)
@@ -79,7 +106,7 @@ def elementwise_0(a0, a1, a2):
     for t, r in ((a0, 4), (a1, 1), (a2, 4),):   # each operand's strides are passed for its traced rank
         if t.dim() != r:
             raise ValueError(f"an operand of rank {t.dim()} where the task traced rank {r}")
-    domain = torch.broadcast_shapes(a0.shape, a1.shape, a2.shape)
+    domain = _broadcast(a0.shape, a1.shape, a2.shape)
     if len(domain) != 4:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 4")
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
@@ -87,9 +114,9 @@ def elementwise_0(a0, a1, a2):
     for s in domain:
         n_elements *= s
     strides = [0 if n == 1 else s for t in (a0, a1, a2,) for n, s in zip(t.shape, t.stride())]   # 0: broadcast
-    index_64 = max([n_elements] + [1 + sum((n - 1) * abs(s) for n, s in zip(t.shape, t.stride())) for t in (a0, a1, a2, out0,)]) >= 2**31   # the farthest offset read or written
+    index_64 = n_elements >= 2**31 or _wide(a0, a1, a2, out0)   # the farthest offset read or written
     if n_elements > 0:
-        elementwise_0_kernel[(triton.cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, *out0.stride(), n_elements, BLOCK=1024, INDEX_64=index_64)
+        elementwise_0_kernel[(_cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, *out0.stride(), n_elements, BLOCK=1024, INDEX_64=index_64)
     return out0,
 
 

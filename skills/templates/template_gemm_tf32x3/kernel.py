@@ -39,6 +39,29 @@ in_features = 512
 out_features = 256
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def transpose_kernel(
     x_ptr,  # input [G, R, C] through its strides
@@ -67,7 +90,7 @@ def k_major(t, rows_are_k):
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
     G, R, C = t3.shape
     y = torch.empty((G, C, R), device=t.device, dtype=t.dtype)
-    grid = (triton.cdiv(R, 32), triton.cdiv(C, 32), G)
+    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
     transpose_kernel[grid](t3, y, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
     return y.reshape(*lead, C, R).transpose(-1, -2)
 
@@ -334,7 +357,7 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"gemm_0_gemm: inner sizes differ, a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     K, N = b.shape[-2], b.shape[-1]
-    out_shape = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
+    out_shape = _broadcast(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
     extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in (e0, )]
     extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
@@ -347,7 +370,7 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
     M = a.shape[-2]
-    batch = torch.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
         a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
         b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
@@ -362,27 +385,27 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
     B0, B1 = batch
     rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
-                                          lambda bm, bn: B0 * B1 * triton.cdiv(M, bm) * triton.cdiv(N, bn))
+                                          lambda bm, bn: B0 * B1 * _cdiv(M, bm) * _cdiv(N, bn))
     if False:                        # the epilogue reduces rows: one tile spans N
         if N > 1024:
             raise ValueError(f"gemm_0_gemm: the fused row reduction holds at most 1024 columns, N is {N}")
-        BN = max(16, triton.next_power_of_2(N))
+        BN = max(16, _pow2(N))
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
             BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 2
     store_cache = ""
     if K <= 32 and not False:        # one K step: the output's write is the whole cost (K = 16 on
-        BK = max(16, triton.next_power_of_2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
+        BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
         if cuda:                              # 64 x 128 x 16 on 4 warps 1.27x, streamed out 1.40x)
             BM, BN, warps, stages = min(BM, 64), min(BN, 128), 4, 1
             store_cache = ".cs" if B0 * B1 * M * N * a.element_size() > 2 ** 26 else ""   # far past L2
     split_k_given = split_k
     if split_k is None:                       # few output tiles over a long K: split K across programs
-        tiles = B0 * B1 * triton.cdiv(M, BM) * triton.cdiv(N, BN)
-        split_k = max(1, min(K // 1024, triton.cdiv(264, tiles), 64)) if K >= 2048 else 1
+        tiles = B0 * B1 * _cdiv(M, BM) * _cdiv(N, BN)
+        split_k = max(1, min(K // 1024, _cdiv(264, tiles), 64)) if K >= 2048 else 1
     gemv = False and N == 1
     if gemv and split_k_given is None:        # reading A is the whole cost: enough programs to keep HBM busy
-        split_k = max(1, min(K // 4096, triton.cdiv(1056, B0 * B1 * triton.cdiv(M, 64))))
+        split_k = max(1, min(K // 4096, _cdiv(1056, B0 * B1 * _cdiv(M, 64))))
     out_full = out_shape[:-1] + ((1,) if False else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
     full = out.reshape(B0, B1, M, out_full[-1])
@@ -391,15 +414,15 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
         if gemv:
             GM, GK = (64, 128) if cuda else (16, 32)
-            gemm_0_gemm_gemv_kernel[(triton.cdiv(M, GM), B0 * B1, split_k)](
+            gemm_0_gemm_gemv_kernel[(_cdiv(M, GM), B0 * B1, split_k)](
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
-            gemm_0_gemm_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, split_k)](
+            gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
                 a4, b4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, STORE_CACHE="", num_warps=warps, num_stages=stages)
         SM, SN = (32, BN) if False else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
-        gemm_0_gemm_splitk_kernel[(triton.cdiv(M, SM) * triton.cdiv(N, SN), B0 * B1)](
+        gemm_0_gemm_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, *e4[0:1], M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
     elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a4[0, 0], b4[0, 0])) is not None:
         # 16-bit, one product: the persistent kernel, its tiles fetched by the TMA engine
@@ -408,12 +431,12 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
         a_desc = TensorDescriptor.from_tensor(a4[0, 0], [BM, BK])
         b_desc = TensorDescriptor.from_tensor(b4[0, 0].t() if b_nk else b4[0, 0], [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
-        gemm_0_gemm_tma_kernel[(min(sms, triton.cdiv(M, BM) * triton.cdiv(N, BN)),)](
+        gemm_0_gemm_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
             a_desc, b_desc, full, *e4[0:1], M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
     else:
-        gemm_0_gemm_kernel[(triton.cdiv(M, BM) * triton.cdiv(N, BN), B0 * B1, 1)](
+        gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
             a4, b4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)

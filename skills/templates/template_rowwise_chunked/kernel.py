@@ -37,6 +37,37 @@ height = 128
 width = 128
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def rowwise_0_stats_kernel(
     in0_ptr,                        # operand 0 (group_norm), lane-level
@@ -209,23 +240,23 @@ def rowwise_0_apply_kernel(
 
 def rowwise_0(a0, a1, a2):
     """rowwise: group_norm; rows cut into chunks: partial statistics, a combine per row, then the output pass over the chunks."""
-    domain = torch.broadcast_shapes(a0.shape, a1.shape, a2.shape)
+    domain = _broadcast(a0.shape, a1.shape, a2.shape)
     if len(domain) != 4:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 4")
     n_rows = domain[0] * domain[1]
     n_red = domain[2] * domain[3]
-    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))
-    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv(2048, max(n_rows, 1))))
-    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r
-    n_split = triton.cdiv(n_red, chunk)
+    block_r = min(1024, _pow2(max(n_red, 1)))
+    n_split = max(1, min(1024, _cdiv(n_red, block_r), _cdiv(2048, max(n_rows, 1))))
+    chunk = _cdiv(_cdiv(n_red, n_split), block_r) * block_r
+    n_split = _cdiv(n_red, chunk)
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     part0 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
     part3 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
     rows = torch.empty((n_rows, 4), dtype=torch.float32, device=a0.device)
     if n_rows > 0 and n_red > 0:
-        rowwise_0_stats_kernel[(n_rows, n_split)](a0, a1, a2, *domain, *a0.expand(domain).stride(), *a1.expand(domain).stride(), *a2.expand(domain).stride(), part0, part3, n_red, n_split, chunk, BLOCK_R=block_r, num_warps=4)
-        rowwise_0_combine_kernel[(n_rows,)](a0, a1, a2, *domain, *a0.expand(domain).stride(), *a1.expand(domain).stride(), *a2.expand(domain).stride(), part0, part3, out0, *out0.stride(), rows, n_red, n_split, chunk, N_ROW_VALS=4, BLOCK_S=triton.next_power_of_2(n_split), num_warps=1)
-        rowwise_0_apply_kernel[(n_rows, n_split)](a0, a1, a2, *domain, *a0.expand(domain).stride(), *a1.expand(domain).stride(), *a2.expand(domain).stride(), out0, *out0.stride(), rows, n_red, chunk, N_ROW_VALS=4, BLOCK_R=block_r, num_warps=4)
+        rowwise_0_stats_kernel[(n_rows, n_split)](a0, a1, a2, *domain, *_strides(a0, domain), *_strides(a1, domain), *_strides(a2, domain), part0, part3, n_red, n_split, chunk, BLOCK_R=block_r, num_warps=4)
+        rowwise_0_combine_kernel[(n_rows,)](a0, a1, a2, *domain, *_strides(a0, domain), *_strides(a1, domain), *_strides(a2, domain), part0, part3, out0, *out0.stride(), rows, n_red, n_split, chunk, N_ROW_VALS=4, BLOCK_S=_pow2(n_split), num_warps=1)
+        rowwise_0_apply_kernel[(n_rows, n_split)](a0, a1, a2, *domain, *_strides(a0, domain), *_strides(a1, domain), *_strides(a2, domain), out0, *out0.stride(), rows, n_red, chunk, N_ROW_VALS=4, BLOCK_R=block_r, num_warps=4)
     return out0,
 
 

@@ -31,6 +31,37 @@ channels = 256
 width = 128
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def rowwise_0_kernel(
     in0_ptr,                   # operand 0 (input), lane-level
@@ -194,47 +225,47 @@ def rowwise_0_rows_kernel(
 
 def rowwise_0_rows(a0):
     """rowwise: sum; one program per row of the kept dims."""
-    domain = torch.broadcast_shapes(a0.shape)
+    domain = _broadcast(a0.shape)
     if len(domain) != 3:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 3")
     n_rows = domain[0] * domain[2]
     n_red = domain[1]
     out0 = torch.empty((domain[0], domain[2], ), dtype=a0.dtype, device=a0.device)
     fits = n_red <= 16384
-    block_r = triton.next_power_of_2(n_red) if fits else 4096 if n_red >= 8192 else 1024
+    block_r = _pow2(n_red) if fits else 4096 if n_red >= 8192 else 1024
     num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
     if n_rows > 0 and n_red > 0:
-        rowwise_0_rows_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.view((domain[0], 1, domain[2],)).stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
+        rowwise_0_rows_kernel[(n_rows,)](a0, out0, *domain, *_strides(a0, domain), *out0.view((domain[0], 1, domain[2],)).stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
     return out0,
 
 
 def rowwise_0(a0):
     """rowwise: sum; column tiles along the innermost kept dim."""
-    domain = torch.broadcast_shapes(a0.shape)
+    domain = _broadcast(a0.shape)
     if len(domain) != 3:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 3")
-    if a0.expand(domain).stride()[-1] != 1:   # lanes along the innermost dim would not coalesce
+    if _strides(a0, domain)[-1] != 1:   # lanes along the innermost dim would not coalesce
         return rowwise_0_rows(a0)
     n_outer = domain[0]
     n_inner = domain[2]
     n_red = domain[1]
     n_cols = n_outer * n_inner
     out0 = torch.empty((domain[0], domain[2], ), dtype=a0.dtype, device=a0.device)
-    block_k = min(128, triton.next_power_of_2(max(n_inner, 1)))
-    block_r = max(1, min(triton.next_power_of_2(max(n_red, 1)), 4096 // block_k))
-    n_kblk = triton.cdiv(n_inner, block_k)
+    block_k = min(128, _pow2(max(n_inner, 1)))
+    block_r = max(1, min(_pow2(max(n_red, 1)), 4096 // block_k))
+    n_kblk = _cdiv(n_inner, block_k)
     n_tiles = n_outer * n_kblk
-    n_split = 1 if n_tiles >= 264 else min(triton.cdiv(n_red, block_r), triton.cdiv(1056, max(n_tiles, 1)))
-    chunk = triton.cdiv(triton.cdiv(n_red, max(n_split, 1)), block_r) * block_r
-    n_split = triton.cdiv(n_red, chunk) if n_red > 0 else 1
+    n_split = 1 if n_tiles >= 264 else min(_cdiv(n_red, block_r), _cdiv(1056, max(n_tiles, 1)))
+    chunk = _cdiv(_cdiv(n_red, max(n_split, 1)), block_r) * block_r
+    n_split = _cdiv(n_red, chunk) if n_red > 0 else 1
     if n_cols == 0 or n_red == 0:   # nothing to launch (as the row kernel launches nothing)
         return out0,
     if n_split == 1:
-        rowwise_0_kernel[(n_tiles,)](a0, *domain, *a0.expand(domain).stride(), out0, *out0.view((domain[0], 1, domain[2],)).stride(), n_kblk, n_red, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
+        rowwise_0_kernel[(n_tiles,)](a0, *domain, *_strides(a0, domain), out0, *out0.view((domain[0], 1, domain[2],)).stride(), n_kblk, n_red, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
         return out0,
     part0 = torch.empty((n_split, n_cols), dtype=torch.float32, device=a0.device)
-    rowwise_0_partial_kernel[(n_tiles, n_split)](a0, *domain, *a0.expand(domain).stride(), part0, n_kblk, n_red, n_cols, chunk, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
-    rowwise_0_combine_kernel[(n_tiles,)](a0, *domain, *a0.expand(domain).stride(), part0, out0, *out0.view((domain[0], 1, domain[2],)).stride(), n_kblk, n_red, n_cols, n_split, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
+    rowwise_0_partial_kernel[(n_tiles, n_split)](a0, *domain, *_strides(a0, domain), part0, n_kblk, n_red, n_cols, chunk, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
+    rowwise_0_combine_kernel[(n_tiles,)](a0, *domain, *_strides(a0, domain), part0, out0, *out0.view((domain[0], 1, domain[2],)).stride(), n_kblk, n_red, n_cols, n_split, BLOCK_K=block_k, BLOCK_R=block_r, num_warps=4)
     return out0,
 
 

@@ -35,6 +35,37 @@ batch_size = 4
 dim = 32768
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # The cooperative kernel's chunk: BLOCK_R elements held in registers. It launches CONFIGS[0];
 # on a GPU the configuration search verifies the others and pins the fastest.
 CONFIGS = [
@@ -127,18 +158,19 @@ def rowwise_0_coop_kernel(
 
 def rowwise_0(a0):
     """rowwise: log_softmax; rows cut into chunks held in registers that combine their statistics inside one launch."""
-    domain = torch.broadcast_shapes(a0.shape)
+    domain = _broadcast(a0.shape)
     if len(domain) != 2:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 2")
     n_rows = domain[0]
     n_red = domain[1]
     # at least two chunks a row: one would be the registers variant's program
-    block_r = min(CONFIGS[0].kwargs["BLOCK_R"], triton.next_power_of_2(max(triton.cdiv(n_red, 2), 1)))
-    n_split = triton.cdiv(n_red, block_r)
+    block_r = min(CONFIGS[0].kwargs["BLOCK_R"], _pow2(max(_cdiv(n_red, 2), 1)))
+    n_split = _cdiv(n_red, block_r)
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     part0 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
     part3 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
     count = torch.zeros((n_rows,), dtype=torch.int32, device=a0.device)
+    st_a0 = _strides(a0, domain)
     if n_rows > 0 and n_red > 0:
         # one launch with the wait where a row's chunks surely fit on the GPU together (one
         # program an SM always fits); else two launches, no wait: the interpreter runs programs
@@ -147,7 +179,7 @@ def rowwise_0(a0):
         # no FMA contraction: x * scale - max contracted keeps x live beside x * scale, a
         # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)
         for phase in ((0,) if together else (1, 2)):
-            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *a0.expand(domain).stride(), part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=triton.next_power_of_2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
+            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *st_a0, part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=_pow2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
     return out0,
 
 

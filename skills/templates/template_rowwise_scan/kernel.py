@@ -31,6 +31,32 @@ batch_size = 128
 dim = 4096
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def rowwise_0_kernel(
     in0_ptr,                        # operand 0 (input), lane-level
@@ -78,17 +104,17 @@ def rowwise_0_kernel(
 
 def rowwise_0(a0):
     """rowwise: cumsum > sub; one program per row of the kept dims."""
-    domain = torch.broadcast_shapes(a0.shape)
+    domain = _broadcast(a0.shape)
     if len(domain) != 2:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 2")
     n_rows = domain[0]
     n_red = domain[1]
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     fits = n_red <= 8192
-    block_r = triton.next_power_of_2(n_red) if fits else 4096 if n_red >= 8192 else 1024
+    block_r = _pow2(n_red) if fits else 4096 if n_red >= 8192 else 1024
     num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
     if n_rows > 0 and n_red > 0:
-        rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
+        rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *_strides(a0, domain), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
     return out0,
 
 

@@ -31,6 +31,37 @@ batch_size = 512
 dim = 1024
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _cdiv(a, b):
+    """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
+    return -(-a // b)
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 @triton.jit
 def rowwise_0_partial_kernel(
     in0_ptr,               # operand 0 (input), lane-level
@@ -96,20 +127,20 @@ def rowwise_0_kernel(
 
 def rowwise_0(a0, a1):
     """rowwise: sub > pow > mean; two stages: chunk partials, then one program per row combines them."""
-    domain = torch.broadcast_shapes(a0.shape, a1.shape)
+    domain = _broadcast(a0.shape, a1.shape)
     if len(domain) != 2:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 2")
     n_rows = 1
     n_red = domain[0] * domain[1]
-    block_r = min(1024, triton.next_power_of_2(max(n_red, 1)))
-    n_split = max(1, min(1024, triton.cdiv(n_red, block_r), triton.cdiv(1024, max(n_rows, 1))))
-    chunk = triton.cdiv(triton.cdiv(n_red, n_split), block_r) * block_r
-    n_split = triton.cdiv(n_red, chunk)
+    block_r = min(1024, _pow2(max(n_red, 1)))
+    n_split = max(1, min(1024, _cdiv(n_red, block_r), _cdiv(1024, max(n_rows, 1))))
+    chunk = _cdiv(_cdiv(n_red, n_split), block_r) * block_r
+    n_split = _cdiv(n_red, chunk)
     out0 = torch.empty((), dtype=a0.dtype, device=a0.device)
     part2 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
     if n_rows > 0 and n_red > 0:
-        rowwise_0_partial_kernel[(n_rows, n_split)](a0, a1, *domain, *a0.expand(domain).stride(), *a1.expand(domain).stride(), part2, n_red, n_split, chunk, BLOCK_R=block_r, num_warps=4)
-        rowwise_0_kernel[(n_rows,)](a0, a1, *domain, *a0.expand(domain).stride(), *a1.expand(domain).stride(), part2, out0, *out0.view((1, 1,)).stride(), n_red, n_split, BLOCK_S=triton.next_power_of_2(n_split), num_warps=4)
+        rowwise_0_partial_kernel[(n_rows, n_split)](a0, a1, *domain, *_strides(a0, domain), *_strides(a1, domain), part2, n_red, n_split, chunk, BLOCK_R=block_r, num_warps=4)
+        rowwise_0_kernel[(n_rows,)](a0, a1, *domain, *_strides(a0, domain), *_strides(a1, domain), part2, out0, *out0.view((1, 1,)).stride(), n_red, n_split, BLOCK_S=_pow2(n_split), num_warps=4)
     return out0,
 
 

@@ -32,6 +32,32 @@ batch_size = 32
 dim = 8192
 
 
+def _broadcast(*shapes):
+    """The operands' broadcast shape: torch.broadcast_shapes' rule without its tracing checks."""
+    rank = max(len(s) for s in shapes)
+    out = [1] * rank
+    for s in shapes:
+        for d, n in enumerate(s, rank - len(s)):
+            if n != 1:
+                if out[d] not in (1, n):
+                    raise ValueError(f"operands shaped {[tuple(s) for s in shapes]} do not broadcast")
+                out[d] = n
+    return tuple(out)
+
+
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _pow2(n):
+    """The least power of two >= n (0 for 0): triton.next_power_of_2 without its wrapper."""
+    return 1 << (n - 1).bit_length() if n > 0 else 0
+
+
 # The row-wise kernels' looped passes over rows of 8192 elements or more launch
 # CONFIGS[0]; on a GPU the configuration search verifies the others and pins the fastest.
 CONFIGS = [
@@ -128,20 +154,20 @@ def rowwise_0_kernel(
 
 def rowwise_0(a0):
     """rowwise: mul > softmax; one program per row of the kept dims."""
-    domain = torch.broadcast_shapes(a0.shape)
+    domain = _broadcast(a0.shape)
     if len(domain) != 2:
         raise ValueError(f"operands broadcast to {tuple(domain)}, expected rank 2")
     n_rows = domain[0]
     n_red = domain[1]
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     fits = False
-    block_r = min(4096 if n_red >= 8192 else 1024, triton.next_power_of_2(n_red))
+    block_r = min(4096 if n_red >= 8192 else 1024, _pow2(n_red))
     num_warps = min(16, max(1, block_r // 512)) if fits else (16 if n_red >= 8192 else 4)
     if not fits and n_red >= 8192:   # long rows: the launch configuration CONFIGS[0] names
-        block_r = min(CONFIGS[0].kwargs["BLOCK_R"], triton.next_power_of_2(n_red))
+        block_r = min(CONFIGS[0].kwargs["BLOCK_R"], _pow2(n_red))
         num_warps = CONFIGS[0].num_warps
     if n_rows > 0 and n_red > 0:
-        rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *a0.expand(domain).stride(), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
+        rowwise_0_kernel[(n_rows,)](a0, out0, *domain, *_strides(a0, domain), *out0.stride(), n_red, BLOCK_R=block_r, ROW_IN_REGISTERS=fits, num_warps=num_warps)
     return out0,
 
 
