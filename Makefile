@@ -1,6 +1,6 @@
 # Two commands for a fresh clone:
 #   make setup   create .venv, install (CPU torch pinned first), ingest corpus/ + skills/, ask a first question
-#   make test    run the test suite (installs first if needed)
+#   make test    run the test suite (installs first if needed), WORKERS=2 processes (WORKERS=0: one)
 #   make floors  install pyproject's lowest admitted versions in a throwaway venv and run the API tests
 PYTHON ?= python3
 VENV   ?= .venv
@@ -9,6 +9,8 @@ export HF_HUB_OFFLINE := 1
 export TRANSFORMERS_OFFLINE := 1
 export GRADIO_ANALYTICS_ENABLED := False
 export ANONYMIZED_TELEMETRY := False
+# test processes: most tests run Triton's interpreter, one core each (2 cores: 19 -> 12 minutes)
+WORKERS ?= 2
 
 .PHONY: setup install test floors ui clean
 
@@ -27,7 +29,7 @@ setup: install
 	$(BIN)/kernelrag ask "how do I avoid shared memory bank conflicts"
 
 test: install
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n $(WORKERS)
 
 floors:
 	PYTHON=$(PYTHON) bash .ci/floors
