@@ -14,7 +14,8 @@
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
 # (bench/inductor_kernels.py: torch.compile's kernels' text), coop (bench/coop_rows.py: cooperative
 # rows and tall-skinny products beside torch.compile), launch (bench/launch_overhead.py: the
-# generated launchers' host time against their kernels'), smoke (bench/gpu_smoke.sh: the
+# generated launchers' host time against their kernels'), attention (bench/attention_configs.py: the
+# flash-attention skill's tile configurations beside SDPA and torch.compile), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
@@ -81,6 +82,9 @@ for step in "$@"; do
                 # LAUNCH_ARGS=--protocol: the verifier's timing protocol too
                 timeout "$secs" python3 bench/launch_overhead.py --out "$work/launch-overhead-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $((secs - 60)) ${LAUNCH_BEFORE:+--before "$LAUNCH_BEFORE"} ${LAUNCH_ARGS:-} ${LAUNCH_TASKS:-} 2>&1 | tail -40 ;;
+    attention)  # ATTENTION_TASKS="a b": attention tasks in bench/tasks/ (default: attention)
+                timeout "$secs" python3 bench/attention_configs.py --out "$work/attention-configs-$gpu-$day-$(date +%H%M).json" \
+                  --budget-s $((secs - 60)) ${ATTENTION_TASKS:-} 2>&1 | tail -30 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac

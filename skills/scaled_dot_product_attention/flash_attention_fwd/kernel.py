@@ -16,6 +16,15 @@ Details. exp is computed as exp2 with the scale pre-multiplied by log2(e)
 zeros, which change neither dot product. Accumulation is fp32; fp16 inputs use
 tensor cores for both dots (P is cast to fp16 for P V, as in FlashAttention),
 fp32 inputs use input_precision="ieee" (TF32 would fail an fp32 tolerance).
+
+Inner loop. K is loaded as a [BLOCK_N, BLOCK_D] tile (rows contiguous, as stored)
+and transposed in registers for the dot, so both operands of Q K^T stay
+K-major, the layout Hopper's tensor cores read from shared memory. The scale
+is folded into the exponent, exp2(s * scale - m), one FMA per score. Only
+the last key tile is masked (MASK_TAIL): the full tiles run without
+comparisons, and with HEAD_DIM a power of two the head dimension is unmasked too.
+Tile shapes are autotuned per (SEQ_Q, SEQ_K, HEAD_DIM, dtype); fp32 inputs keep
+the small tiles (their "ieee" dots hold 4x the registers of a 16-bit one).
 """
 import math
 
@@ -25,16 +34,31 @@ import triton
 import triton.language as tl
 
 
-@triton.autotune(
-    # smallest tile first: a checker that runs only the first config still crosses tile boundaries
-    configs=[
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=4),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
-        triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
-        triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
-    ],
-    key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
-)
+# smallest tile first: a checker that runs only the first config still crosses tile boundaries
+SMALL_CONFIGS = [
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+]
+# 16-bit inputs: larger tiles and deeper pipelines fit (FlashAttention-2 and Triton's own
+# fused-attention tutorial use 128 x 64 and 128 x 128 tiles for head_dim 64)
+WIDE_CONFIGS = [
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128}, num_warps=8, num_stages=2),
+]
+
+
+def _prune(configs, named_args, **kwargs):
+    """All configs for 16-bit inputs; the small ones only for fp32 (and for head_dim > 128)."""
+    wide = named_args["q_ptr"].dtype != torch.float32 and named_args["HEAD_DIM"] <= 128
+    return [c for c in configs if wide or c in SMALL_CONFIGS]
+
+
+@triton.autotune(configs=SMALL_CONFIGS + WIDE_CONFIGS, key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
+                 prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def flash_attention_fwd_kernel(
     q_ptr,  # Q [Z, H, SEQ_Q, HEAD_DIM]
@@ -51,6 +75,7 @@ def flash_attention_fwd_kernel(
     BLOCK_M: tl.constexpr,  # query rows per program
     BLOCK_N: tl.constexpr,  # key rows per inner step
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two (>= 16 for tl.dot)
+    D_PADDED: tl.constexpr,  # BLOCK_D > HEAD_DIM: the head dimension needs a mask
     PRECISION: tl.constexpr,  # "ieee" for fp32 inputs; ignored for 16-bit inputs
 ):
     pid_m = tl.program_id(0)
@@ -63,7 +88,6 @@ def flash_attention_fwd_kernel(
     o_ptr += z.to(tl.int64) * stride_oz + h.to(tl.int64) * stride_oh
 
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
     d_ok = offs_d < HEAD_DIM
 
@@ -75,31 +99,55 @@ def flash_attention_fwd_kernel(
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)  # running row sum of exp2(s - m_i)
     acc = tl.zeros([BLOCK_M, BLOCK_D], dtype=tl.float32)  # running sum of exp2(s - m_i) * V
 
-    for start_n in range(0, SEQ_K, BLOCK_N):
-        cols = start_n + offs_n
-        col_ok = cols < SEQ_K
-        # K^T tile [BLOCK_D, BLOCK_N], read through strides (no transposed copy)
-        kt = tl.load(k_ptr + cols[None, :] * stride_kn + offs_d[:, None] * stride_kd,
-                     mask=d_ok[:, None] & col_ok[None, :], other=0.0)
-        s = tl.dot(q, kt, input_precision=PRECISION) * qk_scale_log2
-        s = tl.where(col_ok[None, :], s, float("-inf"))  # keys past the end get probability 0
-
-        # Online softmax update. Every tile has >= 1 valid key, so m_new is finite and
-        # the first rescale factor is exp2(-inf) = 0, which clears the initial state.
-        m_new = tl.maximum(m_i, tl.max(s, axis=1))
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
-
-        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd,
-                    mask=col_ok[:, None] & d_ok[None, :], other=0.0)
-        acc = acc * alpha[:, None]
-        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
-        m_i = m_new
+    full = SEQ_K // BLOCK_N * BLOCK_N  # keys in whole tiles: no key mask needed
+    acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
+                            0, full, SEQ_K, HEAD_DIM, qk_scale_log2,
+                            BLOCK_N, BLOCK_D, D_PADDED, False, PRECISION)
+    if full < SEQ_K:  # the last, partial key tile
+        acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
+                                full, SEQ_K, SEQ_K, HEAD_DIM, qk_scale_log2,
+                                BLOCK_N, BLOCK_D, D_PADDED, True, PRECISION)
 
     o = acc / l_i[:, None]
     tl.store(o_ptr + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
              o.to(o_ptr.dtype.element_ty), mask=(offs_m[:, None] < SEQ_Q) & d_ok[None, :])
+
+
+@triton.jit
+def _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
+            lo, hi, SEQ_K, HEAD_DIM, qk_scale_log2,
+            BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, D_PADDED: tl.constexpr,
+            MASK_TAIL: tl.constexpr, PRECISION: tl.constexpr):
+    """Fold the key tiles [lo, hi) into the online softmax state (acc, l_i, m_i)."""
+    offs_n = tl.arange(0, BLOCK_N)
+    offs_d = tl.arange(0, BLOCK_D)
+    for start_n in range(lo, hi, BLOCK_N):
+        cols = start_n + offs_n
+        kv_mask, fill = None, None  # full tiles of a power-of-two head dimension: no mask at all
+        if MASK_TAIL:
+            kv_mask, fill = cols[:, None] < SEQ_K, 0.0
+            if D_PADDED:
+                kv_mask = kv_mask & (offs_d[None, :] < HEAD_DIM)
+        elif D_PADDED:
+            kv_mask, fill = offs_d[None, :] < HEAD_DIM, 0.0
+        # K tile [BLOCK_N, BLOCK_D] as stored, transposed in registers: both dot operands K-major
+        k = tl.load(k_ptr + cols[:, None] * stride_kn + offs_d[None, :] * stride_kd, mask=kv_mask, other=fill)
+        s = tl.dot(q, tl.trans(k), input_precision=PRECISION)
+        if MASK_TAIL:
+            s = tl.where(cols[None, :] < SEQ_K, s, float("-inf"))  # keys past the end get probability 0
+
+        # Online softmax update. Every tile has >= 1 valid key, so m_new is finite and
+        # the first rescale factor is exp2(-inf) = 0, which clears the initial state.
+        m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale_log2)
+        alpha = tl.exp2(m_i - m_new)
+        p = tl.exp2(s * qk_scale_log2 - m_new[:, None])
+        l_i = l_i * alpha + tl.sum(p, axis=1)
+
+        v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=fill)
+        acc = acc * alpha[:, None]
+        acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
+        m_i = m_new
+    return acc, l_i, m_i
 
 
 def flash_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
@@ -126,7 +174,7 @@ def flash_attention_fwd(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> to
         v.stride(0), v.stride(1), v.stride(2), v.stride(3),
         o.stride(0), o.stride(1), o.stride(2), o.stride(3),
         H, SEQ_Q, SEQ_K, D, qk_scale_log2,
-        BLOCK_D=BLOCK_D, PRECISION=precision,
+        BLOCK_D=BLOCK_D, D_PADDED=BLOCK_D > D, PRECISION=precision,
     )
     return o
 
