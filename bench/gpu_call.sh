@@ -15,7 +15,8 @@
 # (bench/inductor_kernels.py: torch.compile's kernels' text), coop (bench/coop_rows.py: cooperative
 # rows and tall-skinny products beside torch.compile), launch (bench/launch_overhead.py: the
 # generated launchers' host time against their kernels'), attention (bench/attention_configs.py: the
-# flash-attention skill's tile configurations beside SDPA and torch.compile), smoke (bench/gpu_smoke.sh: the
+# flash-attention skill's tile configurations beside SDPA and torch.compile), pool
+# (bench/pool_configs.py: the global-pool kernel's tiles beside eager and torch.compile), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
@@ -85,6 +86,9 @@ for step in "$@"; do
     attention)  # ATTENTION_TASKS="a b": attention tasks in bench/tasks/ (default: attention)
                 timeout "$secs" python3 bench/attention_configs.py --out "$work/attention-configs-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $((secs - 60)) ${ATTENTION_TASKS:-} 2>&1 | tail -30 ;;
+    pool)       # POOL_TASKS="a b": tasks in bench/tasks/ that start with a global average pool
+                timeout "$secs" python3 bench/pool_configs.py --out "$work/pool-configs-$gpu-$day-$(date +%H%M).json" \
+                  --budget-s $((secs - 60)) ${POOL_TASKS:-} 2>&1 | tail -30 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
