@@ -131,7 +131,7 @@ def test_a_crop_computes_only_the_kept_outputs(direct):
 
 
 @pytest.mark.parametrize("kind", ["avg", "max"])
-@pytest.mark.parametrize("dims,size", [(1, (37,)), (2, (7, 7)), (3, (3, 4, 5))])
+@pytest.mark.parametrize("dims,size", [(1, (37,)), (2, (7, 7)), (3, (3, 4, 5)), (1, (300,))])
 def test_global_pool(kind, dims, size):
     torch.manual_seed(10)
     pool = load(render_global_pool(kind, dims, name="gpool"))
@@ -142,6 +142,9 @@ def test_global_pool(kind, dims, size):
     if dims == 2:                # a channels-last input is read through its strides (one copy when flattened)
         xc = x.contiguous(memory_format=torch.channels_last)
         torch.testing.assert_close(pool(xc), fn(x, 1), equal_nan=True, rtol=1e-6, atol=1e-6)
+    # every other channel: rows no longer one contiguous run, read per row through the strides
+    xs = torch.randn(3, 10, *size)[:, ::2]
+    torch.testing.assert_close(pool(xs), fn(xs, 1), rtol=1e-6, atol=1e-6)
 
 
 def test_global_pool_epilogue():
