@@ -3,9 +3,10 @@
     PYTHONPATH=. python3 bench/pool_configs.py --out FILE.json [--budget-s S] [TASK ...]
 
 For each task (a name in bench/tasks/ whose forward starts with a global average pool), the pool
-alone: the offline lowering's global-pool kernel over a grid of rows per program and warps, a
-flat-index form of it for contiguous input (one 64-bit base a program, 32-bit offsets within it,
-ROUNDS row blocks a program), eager ``adaptive_avg_pool2d`` and its torch.compile, each output
+alone: the offline lowering's global-pool kernel with per-row 64-bit addresses (FLAT=False) over
+a grid of rows per program and warps, a flat-index form for contiguous input (one 64-bit base a
+program, 32-bit offsets within it, ROUNDS row blocks a program; the template's FLAT path since
+2026-12-06), eager ``adaptive_avg_pool2d`` and its torch.compile, each output
 checked against eager, then timed in one interleaved run (``verify.tune.time_configs``: L2
 flushed before every call, round-robin, medians) with the achieved bandwidth. A survey for
 choosing the template's tile, not a verification. Needs only torch, triton and numpy.
@@ -67,7 +68,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         def run(br=br, warps=warps):
             y = torch.empty((nb, c, 1, 1), device=x.device, dtype=x.dtype)
             kernel[(triton.cdiv(rows, br),)](xf, y, rows, c, length, *xf.stride(), BLOCK_R=br, BLOCK_L=block_l,
-                                             num_warps=warps)
+                                             FLAT=False, num_warps=warps)
             return y
         runs[f"template:BLOCK_R={br},num_warps={warps}"] = run
     if xf.is_contiguous():
@@ -96,14 +97,14 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     return {"task": name, "shape": list(x.shape), "bytes": nbytes, "runs": timed, "best": best,
             "best_gbps": timed[best]["gbps"] if best else None,
             "best_vs_compile": timed[best].get("speedup_vs_compile") if best else None,
-            "today_vs_compile": timed.get("template:BLOCK_R=64,num_warps=4", {}).get("speedup_vs_compile")}
+            "per_row_vs_compile": timed.get("template:BLOCK_R=64,num_warps=4", {}).get("speedup_vs_compile")}
 
 
 def main() -> int:
     from bench.rowwise_configs import survey_cli
 
     return survey_cli(__doc__, ["adaptive_avg_pool2d_linear"], 30, survey, "pool-configs-",
-                      ("best", "best_gbps", "best_vs_compile", "today_vs_compile"))
+                      ("best", "best_gbps", "best_vs_compile", "per_row_vs_compile"))
 
 
 if __name__ == "__main__":

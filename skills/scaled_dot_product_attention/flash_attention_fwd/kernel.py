@@ -23,8 +23,8 @@ K-major, the layout Hopper's tensor cores read from shared memory. The scale
 is folded into the exponent, exp2(s * scale - m), one FMA per score. Only
 the last key tile is masked (MASK_TAIL): the full tiles run without
 comparisons, and with HEAD_DIM a power of two the head dimension is unmasked too.
-Tile shapes are autotuned per (SEQ_Q, SEQ_K, HEAD_DIM, dtype); fp32 inputs keep
-the small tiles (their "ieee" dots hold 4x the registers of a 16-bit one).
+Tile shapes are autotuned per (SEQ_Q, SEQ_K, HEAD_DIM) among the configs for the
+dtype (_prune).
 """
 import math
 
@@ -41,24 +41,22 @@ SMALL_CONFIGS = [
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
 ]
-# 16-bit inputs: more of the 128 x 64 and 64 x 64 tiles that FlashAttention-2 uses for head_dim 64.
-# H100, 16 x 16 heads x 4096 x 64 fp16 (bench/attention_configs.py): 64 x 64 / 4 warps / 3 stages
-# 443 TFLOP/s, 128 x 64 / 8 warps 431, 128 x 64 / 4 warps 410; 128 x 128 tiles 291-348 (dropped)
-WIDE_CONFIGS = [
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=4),
-]
+# 16-bit inputs: the three fastest of 8-10 configurations timed side by side for 16 x 16 heads
+# x 4096 x 64 fp16 (bench/attention_configs.py). H200: 64 x 64 / 4 warps / 3 stages 427 TFLOP/s,
+# 128 x 64 / 8 warps / 4 stages 418, / 3 stages 417; 64 x 128 387, 128 x 32 350. H100: 64 x 64
+# 443, 128 x 64 / 8 warps 431, 128 x 64 / 4 warps 410, 128 x 128 291-348.
+WIDE_CONFIGS = [SMALL_CONFIGS[3], SMALL_CONFIGS[1],
+                triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=4)]
 
 
 def _prune(configs, named_args, **kwargs):
-    """All configs for 16-bit inputs; the small ones only for fp32 (and for head_dim > 128)."""
+    """The wide configs for 16-bit inputs up to head_dim 128; the small ones for fp32 (their
+    "ieee" dots hold 4x the registers of a 16-bit one) and for longer heads."""
     wide = named_args["q_ptr"].dtype != torch.float32 and named_args["HEAD_DIM"] <= 128
-    return [c for c in configs if wide or c in SMALL_CONFIGS]
+    return [c for c in (WIDE_CONFIGS if wide else SMALL_CONFIGS) if c in configs]  # smallest first
 
 
-@triton.autotune(configs=SMALL_CONFIGS + WIDE_CONFIGS, key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
+@triton.autotune(configs=SMALL_CONFIGS + WIDE_CONFIGS[2:], key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def flash_attention_fwd_kernel(
