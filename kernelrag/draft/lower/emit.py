@@ -8,6 +8,7 @@ shapes for any ``get_init_inputs()``, and the verifier's state-dict copy lands;
 from __future__ import annotations
 
 import ast
+import re
 
 from kernelrag.draft.lower.host import used_helpers
 from kernelrag.draft.lower.values import Unsupported
@@ -17,6 +18,7 @@ from kernelrag.draft.lower.protocol import Emitted
 
 
 _HEADER_NAMES = {"torch", "nn", "triton", "tl"}    # imported by every emitted module's header
+_PIECE = re.compile(r"^(.+\.(?:chunk|split)\(.*\))\[(\d+)\]$")    # one piece of a chunk/split view
 
 
 def model_init_source(task_source: str) -> tuple[str, list[str]]:
@@ -51,6 +53,7 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
         elif n.op == "param":
             names[n.id] = f"self.{n.args['path']}"
     body: list[str] = []
+    pieces: dict[str, str] = {}    # a chunk/split call's code -> the name holding its pieces
     em = iter(emitted)
     for step in steps:
         if isinstance(step, ViewStep):
@@ -62,6 +65,12 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
             names[node.id] = f"t{node.id}"
             what = {"scalar": "a number, passed to the kernels by value", "torch": "left in PyTorch: no template "
                     "places it"}.get(node.op, "a view: free")
+            piece = _PIECE.match(code) if node.op != "torch" else None
+            if piece:    # one chunk/split call for all of its pieces (a call costs microseconds)
+                if piece[1] not in pieces:
+                    pieces[piece[1]] = f"p{node.id}"
+                    body.append(f"        p{node.id} = {piece[1]}   # views: free")
+                code = f"{pieces[piece[1]]}[{piece[2]}]"
             body.append(f"        t{node.id} = {code}   # {what}")
             continue
         e = next(em)
