@@ -101,11 +101,9 @@ def rowwise_0_coop_kernel(
     n0,                    # domain size of dim 0
     n1,                    # domain size of dim 1 (reduced)
     in0_s0, in0_s1,        # operand 0's strides (0: broadcast)
-    part0_ptr,             # fp32 partials of a reduction, (n_rows, n_split)
-    part3_ptr,             # fp32 partials of a reduction, (n_rows, n_split)
     out0_ptr,              # output 0, lane-level
     out0_s0, out0_s1,      # output 0's strides
-    count_ptr,             # int32 chunks arrived a row, zeroed
+    ws_ptr,                # fp32 workspace, zeroed: each reduction's partials (n_rows, n_split), then the int32 chunks arrived a row
     n_red,                 # elements per row
     n_split,               # chunks per row
     BLOCK_R: tl.constexpr, # elements per chunk, held in registers
@@ -116,6 +114,10 @@ def rowwise_0_coop_kernel(
     pid = tl.program_id(0)
     row = (pid // n_split).to(tl.int64)   # a row's chunks are consecutive
     split = pid % n_split
+    n_cells = (tl.num_programs(0) // n_split).to(tl.int64) * n_split   # n_rows * n_split
+    part0_ptr = ws_ptr
+    part3_ptr = ws_ptr + n_cells
+    count_ptr = (ws_ptr + 2 * n_cells).to(tl.pointer_type(tl.int32), bitcast=True)
     rest = row
     i0 = rest % n0
     rest = rest // n0
@@ -167,9 +169,7 @@ def rowwise_0(a0):
     block_r = min(CONFIGS[0].kwargs["BLOCK_R"], _pow2(max(_cdiv(n_red, 2), 1)))
     n_split = _cdiv(n_red, block_r)
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
-    part0 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
-    part3 = torch.empty((n_rows, n_split), dtype=torch.float32, device=a0.device)
-    count = torch.zeros((n_rows,), dtype=torch.int32, device=a0.device)
+    ws = torch.zeros((n_rows * (2 * n_split + 1),), dtype=torch.float32, device=a0.device)
     st_a0 = _strides(a0, domain)
     if n_rows > 0 and n_red > 0:
         # one launch with the wait where a row's chunks surely fit on the GPU together (one
@@ -179,7 +179,7 @@ def rowwise_0(a0):
         # no FMA contraction: x * scale - max contracted keeps x live beside x * scale, a
         # second copy of the chunk (scaled_softmax: 101 registers a thread, not 67, on sm_90)
         for phase in ((0,) if together else (1, 2)):
-            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *st_a0, part0, part3, out0, *out0.stride(), count, n_red, n_split, BLOCK_R=block_r, BLOCK_S=_pow2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
+            rowwise_0_coop_kernel[(n_rows * n_split,)](a0, *domain, *st_a0, out0, *out0.stride(), ws, n_red, n_split, BLOCK_R=block_r, BLOCK_S=_pow2(n_split), PHASE=phase, EVEN=n_red % block_r == 0, num_warps=CONFIGS[0].num_warps, enable_fp_fusion=False)
     return out0,
 
 

@@ -157,7 +157,7 @@ class _Coop(_Chunked):
         w = self.w
         head = w.row_head(outs=True)
         head = ["    pid = tl.program_id(0)", "    row = (pid // n_split).to(tl.int64)   # a row's chunks are consecutive",
-                "    split = pid % n_split"] + head[1:]
+                "    split = pid % n_split"] + self.workspace_lines() + head[1:]
         names = w.names()
         body = head + ["    lo = split * BLOCK_R", "    lanes = tl.arange(0, BLOCK_R)", "    chunk = BLOCK_R"]
         body += w.row_loads(names, "    ") + w.chunk("lo", "    ")
@@ -172,13 +172,24 @@ class _Coop(_Chunked):
         body += _indented(self.combine_lines(combined, from_l2=True, first_only="split == 0"))
         row_names = {n: v for n, v in combined.items() if n not in names}
         body += _indented(self.apply_outputs({**lanes, **row_names}, "    "))
-        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.part_args() + self.output_args()
-        args += [("count_ptr", "int32 chunks arrived a row, zeroed"), ("n_red", "elements per row"),
+        args = w.operand_args(constant_reduced=len(w.red) > 1) + self.output_args()
+        args += [("ws_ptr", "fp32 workspace, zeroed: each reduction's partials (n_rows, n_split), then the "
+                  "int32 chunks arrived a row"), ("n_red", "elements per row"),
                  ("n_split", "chunks per row"), ("BLOCK_R: tl.constexpr", "elements per chunk, held in registers"),
                  ("BLOCK_S: tl.constexpr", "lanes over the chunks, >= n_split"),
                  ("PHASE: tl.constexpr", "0: one launch with the wait; 1 then 2: two launches, no wait"),
                  ("EVEN: tl.constexpr", "every chunk full: no lane masked")] + w.flag_args()
         return f"@triton.jit\ndef {self.name}_coop_kernel(\n{C.arg_lines(args)}):\n" + "\n".join(body) + "\n"
+
+    def workspace_lines(self) -> list[str]:
+        """Each reduction's partials and the row counters, carved out of the one zeroed workspace
+        the launcher allocates (one allocation a call, not one a buffer: host microseconds)."""
+        def at(k: int) -> str:      # the start of the k-th (n_rows, n_split) block
+            return "ws_ptr" + ("" if k == 0 else " + n_cells" if k == 1 else f" + {k} * n_cells")
+
+        lines = ["    n_cells = (tl.num_programs(0) // n_split).to(tl.int64) * n_split   # n_rows * n_split"]
+        lines += [f"    part{self.w.r.nodes.index(n)}_ptr = {at(k)}" for k, n in enumerate(self.reduces)]
+        return lines + [f"    count_ptr = ({at(len(self.reduces))}).to(tl.pointer_type(tl.int32), bitcast=True)"]
 
     def stats_direct(self, lanes: dict[int, str], ind: str) -> list[str]:
         """The chunk's partials reduced straight from its registers: a riding sum about the chunk's
@@ -212,14 +223,14 @@ class _Coop(_Chunked):
                   "    n_split = _cdiv(n_red, block_r)"]
         allocs, outs, strides = w.output_allocs(ref, dev)
         lines += allocs
-        parts = [f"part{w.r.nodes.index(n)}" for n in self.reduces]
-        lines += [f"    {p} = torch.empty((n_rows, n_split), dtype=torch.float32, device={dev})" for p in parts]
-        lines.append(f"    count = torch.zeros((n_rows,), dtype=torch.int32, device={dev})")
+        # one zeroed allocation: the reductions' fp32 partials, then an int32 counter a row
+        lines.append(f"    ws = torch.zeros((n_rows * ({len(self.reduces)} * n_split + 1),), dtype=torch.float32, "
+                     f"device={dev})")
         lines += [f"    st_{p} = _strides({p}, domain)" for p in tensors]
         if w.layout:
             lines.append(f"    flags = {w.flag_call(params)}")
         common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*st_{p}" for p in tensors]
-        call = ", ".join(common + parts + outs + strides + ["count", "n_red", "n_split"])
+        call = ", ".join(common + outs + strides + ["ws", "n_red", "n_split"])
         lines += ["    if n_rows > 0 and n_red > 0:",
                   "        # one launch with the wait where a row's chunks surely fit on the GPU together (one",
                   "        # program an SM always fits); else two launches, no wait: the interpreter runs programs",
