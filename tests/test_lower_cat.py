@@ -10,6 +10,7 @@ import pytest
 from kernelrag.config import REPO_ROOT
 from kernelrag.draft.lower.lowering import lower, plan_task
 from kernelrag.draft.lower.protocol import Region
+from kernelrag.task import load_task
 from kernelrag.verify.task import ShrinkLevel, shrink
 from test_lower import assert_close, run_both, task
 
@@ -66,6 +67,28 @@ def test_rotary_embedding_is_one_kernel_that_matches_on_the_cpu():
     ref, out = run_both(small.source, d.source)
     for r, o in zip(ref, out):
         assert_close(r, o)
+
+
+def test_operands_laid_out_as_the_domain_are_read_at_the_flat_index():
+    """A contiguous operand (or a piece of one, or a trailing broadcast table) is read at the lane
+    index, no per-dim index math; any other layout goes through its strides, with the same result."""
+    import torch
+
+    src = ROTARY.read_text()
+    d = lower(src, "rotary_embedding_qk")
+    assert d.ok, d.reason
+    assert "IN0_FLAT" in d.source and "tl.store(out0_ptr + offs," in d.source
+    c = load_task(d.source, "flat_cand")
+    t = load_task(src, "flat_ref")
+    q, k = torch.randn(2, 5, 3, 8), torch.randn(2, 3, 5, 8)
+    cos, sin = torch.randn(5, 8), torch.randn(5, 8)
+    qt = q.transpose(1, 2)                      # not laid out as the domain: read through strides
+    domain = (2, 3, 5, 8)
+    assert c._flat(domain, k, cos, k[..., 4:], cos[:, :4], qt, cos.t().contiguous().t(), cos[:1]) == \
+        [True, True, True, True, False, False, False]
+    for args in ((qt.contiguous(), k, cos, sin), (qt, k, cos, sin), (qt, k, cos.t().contiguous().t(), sin)):
+        for r, o in zip(t.Model()(*args), c.ModelNew()(*args)):
+            assert_close(r, o)
 
 
 def test_rotary_embedding_passes_the_verifier():

@@ -57,6 +57,21 @@ def _wide(*tensors):
     return False
 
 
+def _flat(domain, *tensors):
+    """Per tensor, whether its strides are the contiguous ones of the domain's trailing dims (as
+    many as it has; a size-1 dim of the domain matches any): it is then read at the flat lane index."""
+    step, contig = 1, [0] * len(domain)
+    for d in reversed(range(len(domain))):
+        contig[d] = step
+        step *= domain[d]
+    flags = []
+    for t in tensors:
+        pad = len(domain) - t.dim()
+        flags.append(all(domain[pad + d] == 1 or (n != 1 and s == contig[pad + d])
+                         for d, (n, s) in enumerate(zip(t.shape, t.stride()))))
+    return flags
+
+
 def _cdiv(a, b):
     """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
     return -(-a // b)
@@ -64,20 +79,22 @@ def _cdiv(a, b):
 
 @triton.jit
 def elementwise_0_kernel(
-    in0_ptr,                            # operand 0 (input)
-    in1_ptr,                            # operand 1 (param)
-    in2_ptr,                            # operand 2 (input)
-    out0_ptr,                           # output 0
-    n1: tl.constexpr,                   # domain size of dim 1: a constant, so / and % are shifts and multiplies
-    n2: tl.constexpr,                   # domain size of dim 2: a constant, so / and % are shifts and multiplies
-    n3: tl.constexpr,                   # domain size of dim 3: a constant, so / and % are shifts and multiplies
-    in0_s0, in0_s1, in0_s2, in0_s3,     # operand 0's strides (0: broadcast)
-    in1_s0,                             # operand 1's strides (0: broadcast)
-    in2_s0, in2_s1, in2_s2, in2_s3,     # operand 2's strides (0: broadcast)
-    out0_s0, out0_s1, out0_s2, out0_s3, # output 0's strides
-    n_elements,                         # elements in the domain
-    BLOCK: tl.constexpr,                # elements per program
-    INDEX_64: tl.constexpr,             # an offset may pass 2**31: index in int64
+    in0_ptr,                        # operand 0 (input)
+    in1_ptr,                        # operand 1 (param)
+    in2_ptr,                        # operand 2 (input)
+    out0_ptr,                       # output 0
+    n1: tl.constexpr,               # domain size of dim 1: a constant, so / and % are shifts and multiplies
+    n2: tl.constexpr,               # domain size of dim 2: a constant, so / and % are shifts and multiplies
+    n3: tl.constexpr,               # domain size of dim 3: a constant, so / and % are shifts and multiplies
+    in0_s0, in0_s1, in0_s2, in0_s3, # operand 0's strides (0: broadcast)
+    in1_s0,                         # operand 1's strides (0: broadcast)
+    in2_s0, in2_s1, in2_s2, in2_s3, # operand 2's strides (0: broadcast)
+    n_elements,                     # elements in the domain
+    IN0_FLAT: tl.constexpr,         # operand 0 is laid out as the domain: read at the flat index
+    IN1_FLAT: tl.constexpr,         # operand 1 is laid out as the domain: read at the flat index
+    IN2_FLAT: tl.constexpr,         # operand 2 is laid out as the domain: read at the flat index
+    BLOCK: tl.constexpr,            # elements per program
+    INDEX_64: tl.constexpr,         # an offset may pass 2**31: index in int64
 ):
     if INDEX_64:
         offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
@@ -92,13 +109,13 @@ def elementwise_0_kernel(
     i1 = rest % n1
     rest = rest // n1
     i0 = rest
-    v0 = tl.load(in0_ptr + i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2 + i3 * in0_s3, mask=mask, other=0).to(tl.float32)
-    v2 = tl.load(in1_ptr + i3 * in1_s0, mask=mask, other=0).to(tl.float32)
+    v0 = tl.load(in0_ptr + ((offs) if IN0_FLAT else (i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2 + i3 * in0_s3)), mask=mask, other=0).to(tl.float32)
+    v2 = tl.load(in1_ptr + ((offs % (n3)) if IN1_FLAT else (i3 * in1_s0)), mask=mask, other=0).to(tl.float32)
     v3 = (v0 * v2)
     v4 = (0.5 * v3 * (1.0 + tl.math.erf(v3 * 0.7071067811865476)))
-    v1 = tl.load(in2_ptr + i0 * in2_s0 + i1 * in2_s1 + i2 * in2_s2 + i3 * in2_s3, mask=mask, other=0).to(tl.float32)
+    v1 = tl.load(in2_ptr + ((offs) if IN2_FLAT else (i0 * in2_s0 + i1 * in2_s1 + i2 * in2_s2 + i3 * in2_s3)), mask=mask, other=0).to(tl.float32)
     v5 = (v4 + v1)
-    tl.store(out0_ptr + i0 * out0_s0 + i1 * out0_s1 + i2 * out0_s2 + i3 * out0_s3, v5.to(out0_ptr.dtype.element_ty), mask=mask)
+    tl.store(out0_ptr + offs, v5.to(out0_ptr.dtype.element_ty), mask=mask)
 
 
 def elementwise_0(a0, a1, a2):
@@ -115,8 +132,9 @@ def elementwise_0(a0, a1, a2):
         n_elements *= s
     strides = [0 if n == 1 else s for t in (a0, a1, a2,) for n, s in zip(t.shape, t.stride())]   # 0: broadcast
     index_64 = n_elements >= 2**31 or _wide(a0, a1, a2, out0)   # the farthest offset read or written
+    flat = _flat(domain, a0, a1, a2)   # each operand laid out as the domain?
     if n_elements > 0:
-        elementwise_0_kernel[(_cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, *out0.stride(), n_elements, BLOCK=1024, INDEX_64=index_64)
+        elementwise_0_kernel[(_cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, n_elements, *flat, BLOCK=1024, INDEX_64=index_64)
     return out0,
 
 

@@ -12,8 +12,13 @@ fp32 registers. The domain's sizes are compile-time constants (one compile per s
 a lane's ``%`` and ``//`` by a runtime int64 size cost tens of instructions each, which
 made a rank-4 chain such as rotary embedding bound by integer math (0.71x torch.compile,
 H200, 2026-12-04), where constant sizes compile to shifts and multiplies and leave the
-lanes' offsets analysable, so contiguous operands load as 16-byte vectors. Lanes index in
-int32 unless an offset may pass 2**31. Fusion point: any elementwise node or cat whose shape broadcasts to
+lanes' offsets analysable, so contiguous operands load as 16-byte vectors. An operand laid
+out as the domain (``IN{k}_FLAT``, checked by the launcher: its strides are the contiguous
+ones of the domain's trailing dims, as a contiguous input, a chunk of one or a trailing
+table is) is read at the flat lane index instead of through its strides, and the outputs,
+allocated contiguous, are written there: rotary embedding's eight operands spent about
+thirty integer multiply-adds a lane on offsets. Lanes index in int32 unless an offset may
+pass 2**31. Fusion point: any elementwise node or cat whose shape broadcasts to
 the domain joins; a reduction or scan on the domain adopts a region without cats as
 its prologue (``rowwise``).
 """
@@ -80,9 +85,11 @@ class ElementwiseTemplate:
                  for j, c in enumerate(cats) if not graph[c].args["stack"]]
         args += [(", ".join(f"in{k}_s{d}" for d in range(ranks[k])), f"operand {k}'s strides (0: broadcast)")
                  for k in range(len(loads)) if ranks[k] and not scalar[k]]
-        args += [(", ".join(f"out{k}_s{d}" for d in range(rank)), f"output {k}'s strides") for k in range(len(outs))
-                 if rank]
-        args += [("n_elements", "elements in the domain"), ("BLOCK: tl.constexpr", "elements per program"),
+        flat = [k for k in range(len(loads)) if ranks[k] and not scalar[k]]
+        args += [("n_elements", "elements in the domain")]
+        args += [(f"IN{k}_FLAT: tl.constexpr", f"operand {k} is laid out as the domain: read at the flat index")
+                 for k in flat]
+        args += [("BLOCK: tl.constexpr", "elements per program"),
                  ("INDEX_64: tl.constexpr", "an offset may pass 2**31: index in int64")]
         body = ["    if INDEX_64:",
                 "        offs = tl.program_id(0).to(tl.int64) * BLOCK + tl.arange(0, BLOCK)",
@@ -93,11 +100,10 @@ class ElementwiseTemplate:
             body += [f"    i{d} = rest % n{d}", f"    rest = rest // n{d}"]
         if rank:
             body.append("    i0 = rest")
-        lanes = Lanes(graph, loads, cats, rank)
-        for k, nid in enumerate(outs):
+        lanes = Lanes(graph, loads, cats, rank, flat=True)
+        for k, nid in enumerate(outs):      # the launcher allocates the outputs contiguous: the lane index
             value = lanes.value(nid)
-            off = " + ".join(f"i{d} * out{k}_s{d}" for d in range(rank)) or "offs * 0"
-            lanes.lines.append(f"    tl.store(out{k}_ptr + {off}, {C.store_value(value, graph[nid].kind, f'out{k}_ptr')}, "
+            lanes.lines.append(f"    tl.store(out{k}_ptr + offs, {C.store_value(value, graph[nid].kind, f'out{k}_ptr')}, "
                                "mask=mask)")
         body += lanes.lines
         kname = f"{name}_kernel"
@@ -128,9 +134,12 @@ class ElementwiseTemplate:
                      "for n, s in zip(t.shape, t.stride())]   # 0: broadcast")
         lines.append(f"    index_64 = n_elements >= 2**31 or _wide({', '.join(tensors + out_names)})"
                      "   # the farthest offset read or written")
+        flat_args = [params[k] for k in flat]
+        if flat_args:
+            lines.append(f"    flat = _flat(domain, {', '.join(flat_args)})   # each operand laid out as the domain?")
         call = ", ".join(C.call_values(graph, loads, params) + out_names + (["*domain[1:]"] if rank > 1 else [])
-                         + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides"]
-                         + [f"*{o}.stride()" for o in out_names] + ["n_elements"])
+                         + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides", "n_elements"]
+                         + (["*flat"] if flat_args else []))
         lines += ["    if n_elements > 0:",
                   f"        {kname}[(_cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK}, INDEX_64=index_64)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
