@@ -4,8 +4,9 @@
 
 For each task (a name in bench/tasks/ whose Model is one scaled_dot_product_attention), the
 skill's kernel (skills/scaled_dot_product_attention/flash_attention_fwd) is launched once per
-configuration its autotuner would try for the task's dtype, each output checked against the
-eager one, then timed in one interleaved run with eager PyTorch (SDPA's own backend choice),
+configuration: "skill:" those its autotuner tries for the task's dtype, "other:" the rest of its
+CONFIGS and a few more (EXTRA). Each output is checked against the eager one, then all are
+timed in one interleaved run with eager PyTorch (SDPA's own backend choice),
 torch.compile and the skill's autotuned entry point (``verify.tune.time_configs``: L2 flushed
 before every call, round-robin, medians). Speedups are ratios within that run. A survey for
 choosing the autotuner's list, not a verification. Needs only torch, triton and numpy.
@@ -20,6 +21,8 @@ ROOT = Path(__file__).resolve().parent.parent
 TASKS = ROOT / "bench" / "tasks"
 SKILL = ROOT / "skills" / "scaled_dot_product_attention" / "flash_attention_fwd" / "kernel.py"
 LOG2E = 1.4426950408889634
+# timed beside the skill's own CONFIGS, to find better ones: (BLOCK_M, BLOCK_N, warps, stages)
+EXTRA = ((64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 4, 3), (128, 128, 8, 3))
 
 
 def _config_launchers(skill, q, k, v):
@@ -31,10 +34,13 @@ def _config_launchers(skill, q, k, v):
     block_d = max(16, triton.next_power_of_2(d))
     precision = "ieee" if q.dtype == torch.float32 else "tf32"
     launchers = {}
-    for config in skill._prune(kernel.configs, {"q_ptr": q, "HEAD_DIM": d}):
-        meta = dict(config.kwargs)
+    chosen = skill._prune(kernel.configs, {"q_ptr": q, "HEAD_DIM": d})
+    tiles = [(c.kwargs, c.num_warps, c.num_stages, c in chosen) for c in kernel.configs]
+    tiles += [({"BLOCK_M": m, "BLOCK_N": n}, w, s, False) for m, n, w, s in EXTRA]
+    for meta, warps, stages, pruned_in in tiles:
+        meta = dict(meta)
 
-        def run(meta=meta, warps=config.num_warps, stages=config.num_stages):
+        def run(meta=meta, warps=warps, stages=stages):
             o = torch.empty_like(q)
             kernel.fn[(triton.cdiv(seq_q, meta["BLOCK_M"]), z * h)](
                 q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), h, seq_q, k.shape[2], d,
@@ -42,7 +48,8 @@ def _config_launchers(skill, q, k, v):
                 num_warps=warps, num_stages=stages, **meta)
             return o
         label = ",".join(f"{key}={value}" for key, value in meta.items())
-        launchers[f"skill:{label},num_warps={config.num_warps},num_stages={config.num_stages}"] = run
+        kind = "skill" if pruned_in else "other"     # other: not among the autotuner's choices for this dtype
+        launchers[f"{kind}:{label},num_warps={warps},num_stages={stages}"] = run
     return launchers
 
 
@@ -80,7 +87,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
             row["speedup_vs_compile"] = round(compile_ms / row["median_ms"], 4)
         if row.get("median_ms") and flops:
             row["tflops"] = round(flops / row["median_ms"] / 1e9, 1)
-    ok = [label for label in mine if timed.get(label, {}).get("median_ms")]
+    ok = [label for label in mine if timed.get(label, {}).get("median_ms")]   # the best of all tiles
     best = min(ok, key=lambda label: timed[label]["median_ms"]) if ok else None
     chosen = skill.flash_attention_fwd_kernel.best_config
     return {"task": name, "shape": list(q.shape), "dtype": str(q.dtype), "flops": flops, "runs": timed,

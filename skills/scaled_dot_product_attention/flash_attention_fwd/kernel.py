@@ -34,29 +34,32 @@ import triton
 import triton.language as tl
 
 
-# smallest tile first: a checker that runs only the first config still crosses tile boundaries
-SMALL_CONFIGS = [
+# The tile configurations, smallest first: a checker that runs only the first one still crosses
+# tile boundaries. _prune keeps per dtype those timed fastest side by side for 16 x 16 heads x
+# 4096 x 64 fp16 (bench/attention_configs.py). H200: 64 x 64 / 4 warps / 3 stages 427 TFLOP/s,
+# 128 x 64 / 8 warps / 4 stages 418, / 3 stages 417; 64 x 128 387; 128 x 32 350. H100: 64 x 64
+# 443, 128 x 64 / 8 warps 431, 128 x 64 / 4 warps 410, 128 x 128 291-348. On a GPU the
+# verifier's configuration search times them again per task and pins the winner (memory).
+CONFIGS = [
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 32}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 32}, num_warps=4, num_stages=3),
 ]
-# 16-bit inputs: the three fastest of 8-10 configurations timed side by side for 16 x 16 heads
-# x 4096 x 64 fp16 (bench/attention_configs.py). H200: 64 x 64 / 4 warps / 3 stages 427 TFLOP/s,
-# 128 x 64 / 8 warps / 4 stages 418, / 3 stages 417; 64 x 128 387, 128 x 32 350. H100: 64 x 64
-# 443, 128 x 64 / 8 warps 431, 128 x 64 / 4 warps 410, 128 x 128 291-348.
-WIDE_CONFIGS = [SMALL_CONFIGS[3], SMALL_CONFIGS[1],
-                triton.Config({"BLOCK_M": 128, "BLOCK_N": 64}, num_warps=8, num_stages=4)]
 
 
 def _prune(configs, named_args, **kwargs):
-    """The wide configs for 16-bit inputs up to head_dim 128; the small ones for fp32 (their
-    "ieee" dots hold 4x the registers of a 16-bit one) and for longer heads."""
+    """16-bit inputs up to head_dim 128: the tiles with BLOCK_N >= 64. fp32 and longer heads: BLOCK_N
+    32, or 3 stages at most (an "ieee" dot holds 4x the registers of a 16-bit one). A list pinned to
+    one configuration (the configuration search) keeps it whatever it is."""
     wide = named_args["q_ptr"].dtype != torch.float32 and named_args["HEAD_DIM"] <= 128
-    return [c for c in (WIDE_CONFIGS if wide else SMALL_CONFIGS) if c in configs]  # smallest first
+    kept = [c for c in configs if (c.kwargs["BLOCK_N"] >= 64 if wide
+                                   else c.kwargs["BLOCK_N"] == 32 or c.num_stages <= 3)]
+    return kept or configs
 
 
-@triton.autotune(configs=SMALL_CONFIGS + WIDE_CONFIGS[2:], key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
+@triton.autotune(configs=CONFIGS, key=["SEQ_Q", "SEQ_K", "HEAD_DIM"],
                  prune_configs_by={"early_config_prune": _prune})
 @triton.jit
 def flash_attention_fwd_kernel(
