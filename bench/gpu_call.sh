@@ -31,6 +31,9 @@ home_from=${KR_HOME_FROM-bench/home-h200}
 if [ -n "$home_from" ] && [ -d "$home_from" ] && [ ! -d "$work/home" ]; then
   mkdir -p "$work/home" && cp -r "$home_from"/. "$work/home"/ && echo "memory restored from $home_from"
 fi
+# a step's own budget: it starts nothing new in its last 60 s, or in its second half when the
+# step is shorter than 120 s (a 60 s step once got a budget of 0 and ran nothing)
+start_budget() { echo $(( $1 > 120 ? $1 - 60 : $1 / 2 )); }
 day=$(date +%F)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o "H[0-9]\+" | head -1 | tr H h)   # h100, h200: names the files
 gpu=${gpu:-cuda}
@@ -48,7 +51,7 @@ for step in "$@"; do
     starts)     timeout "$secs" python3 bench/isolation_starts.py --device cuda --trials 3 --budget-s $((secs - 30)) \
                   --out "$work/isolation-starts-$gpu-$day.json" 2>&1 | tail -30 ;;
     bf16gemm)   timeout "$secs" python3 bench/bf16_gemm.py --out "$work/bf16-gemm-$gpu-$day.json" \
-                  --budget-s $((secs - 60)) 2>&1 | tail -40 ;;
+                  --budget-s $(start_budget "$secs") 2>&1 | tail -40 ;;
     gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
     suite)      # SUITE_RESULTS=bench/results/<gpu>-<date>.json resumes an earlier run's file;
                 # SUITE_TAG=s4 names a fresh one bench/results/<gpu>-<date>-s4.json;
@@ -56,7 +59,7 @@ for step in "$@"; do
                 # tasks that took longest there first
                 from=${SUITE_RESULTS:-bench/results/$gpu-$day${SUITE_TAG:+-$SUITE_TAG}.json}; name=$(basename "$from")
                 mkdir -p "$work/suite"; [ -f "$from" ] && cp "$from" "$work/suite/$name"
-                timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $((secs - 60)) \
+                timeout "$secs" python3 -m kernelrag.bench bench/tasks --device cuda --budget-s $(start_budget "$secs") \
                   ${SUITE_ONLY:+--only "$SUITE_ONLY"} ${SUITE_ORDER:+--longest-first "$SUITE_ORDER"} \
                   --results "$work/suite/$name" \
                   --evidence "$work/suite/evidence.jsonl" 2>&1 | tail -100 ;;
@@ -64,31 +67,31 @@ for step in "$@"; do
                   --out "$work/isolation-$gpu-$day.json" 2>&1 | tail -30 ;;
     verifygpu)  # VERIFYGPU_ARGS: more options (--skip cpu: the GPU fixtures only)
                 timeout "$secs" python3 bench/verify_gpu.py --out "$work/verify-$gpu-$day.json" \
-                  --budget-s $((secs - 60)) ${VERIFYGPU_ARGS:-} 2>&1 | tail -60 ;;
+                  --budget-s $(start_budget "$secs") ${VERIFYGPU_ARGS:-} 2>&1 | tail -60 ;;
     rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
                 timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-$gpu-$day.json" \
-                  --budget-s $((secs - 60)) ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
+                  --budget-s $(start_budget "$secs") ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
     convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-$gpu-$day.json" \
                   2>&1 | tail -30 ;;
     profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)
                 timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-$gpu-$day-$(date +%H%M).json" \
-                  --budget-s $((secs - 60)) ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;
+                  --budget-s $(start_budget "$secs") ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;
     inductor)   # INDUCTOR_TASKS="a b c": torch.compile's generated kernels and times for those tasks
                 timeout "$secs" python3 bench/inductor_kernels.py --out "$work/inductor-$gpu-$day" \
                   --budget-s $((secs - 40)) ${INDUCTOR_TASKS:-scaled_softmax group_norm rotary_embedding_qk} 2>&1 | tail -30 ;;
     coop)       # COOP_TASKS="a b c" names the tasks (default: coop_rows.py's row-wise losers and matmul_tall_skinny)
                 timeout "$secs" python3 bench/coop_rows.py --out "$work/coop-rows-$gpu-$day-$(date +%H%M).json" \
-                  --budget-s $((secs - 60)) ${COOP_TASKS:-} 2>&1 | tail -30 ;;
+                  --budget-s $(start_budget "$secs") ${COOP_TASKS:-} 2>&1 | tail -30 ;;
     launch)     # LAUNCH_BEFORE=DIR: older drafts (<task>__<variants>.py) timed beside the current ones;
                 # LAUNCH_ARGS=--protocol: the verifier's timing protocol too
                 timeout "$secs" python3 bench/launch_overhead.py --out "$work/launch-overhead-$gpu-$day-$(date +%H%M).json" \
-                  --budget-s $((secs - 60)) ${LAUNCH_BEFORE:+--before "$LAUNCH_BEFORE"} ${LAUNCH_ARGS:-} ${LAUNCH_TASKS:-} 2>&1 | tail -40 ;;
+                  --budget-s $(start_budget "$secs") ${LAUNCH_BEFORE:+--before "$LAUNCH_BEFORE"} ${LAUNCH_ARGS:-} ${LAUNCH_TASKS:-} 2>&1 | tail -40 ;;
     attention)  # ATTENTION_TASKS="a b": attention tasks in bench/tasks/ (default: attention)
                 timeout "$secs" python3 bench/attention_configs.py --out "$work/attention-configs-$gpu-$day-$(date +%H%M).json" \
-                  --budget-s $((secs - 60)) ${ATTENTION_TASKS:-} 2>&1 | tail -30 ;;
+                  --budget-s $(start_budget "$secs") ${ATTENTION_TASKS:-} 2>&1 | tail -30 ;;
     pool)       # POOL_TASKS="a b": tasks in bench/tasks/ that start with a global average pool
                 timeout "$secs" python3 bench/pool_configs.py --out "$work/pool-configs-$gpu-$day-$(date +%H%M).json" \
-                  --budget-s $((secs - 60)) ${POOL_TASKS:-} 2>&1 | tail -30 ;;
+                  --budget-s $(start_budget "$secs") ${POOL_TASKS:-} 2>&1 | tail -30 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
