@@ -40,6 +40,23 @@ def test_summary_figures_follow_their_definitions():
     assert "| a |" in markdown(results)
 
 
+def test_fused_chains_and_single_ops_have_their_own_geomean():
+    results = {"tasks": {
+        "a": dict(_task("a", True, se=2.0, sc=1.6), pattern="matmul>add>relu"),
+        "b": dict(_task("b", True, se=2.0, sc=1.1), pattern="layer_norm>relu"),
+        "c": dict(_task("c", True, se=1.0, sc=0.9), pattern="relu"),
+        "d": dict(_task("d", False), pattern="softmax>mul"),      # not timed: in neither geomean
+    }}
+    s = summarize(results)
+    assert s["n_fused_timed"] == 2
+    assert s["geomean_speedup_vs_compile_fused"] == pytest.approx((1.6 * 1.1) ** 0.5)
+    assert s["geomean_speedup_vs_compile_single"] == pytest.approx(0.9)
+    assert s["targets"]["geomean_vs_compile_fused_ge_1.3"] is True
+    results["tasks"]["b"]["speedup_vs_compile"] = 1.0
+    assert summarize(results)["targets"]["geomean_vs_compile_fused_ge_1.3"] is False
+    assert "on the 2 fused chains" in markdown(results)
+
+
 def test_a_near_zero_time_cannot_drag_the_geomean():
     honest = dict(_task("a", True, se=2.0, sc=2.0), kernel_ms=1.0, roofline_floor_ms=0.5)
     hacked = dict(_task("z", True, se=1e6, sc=1e6), kernel_ms=1e-6, roofline_floor_ms=0.5)
