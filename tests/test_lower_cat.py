@@ -82,13 +82,22 @@ def test_operands_laid_out_as_the_domain_are_read_at_the_flat_index():
     t = load_task(src, "flat_ref")
     q, k = torch.randn(2, 5, 3, 8), torch.randn(2, 3, 5, 8)
     cos, sin = torch.randn(5, 8), torch.randn(5, 8)
-    qt = q.transpose(1, 2)                      # not laid out as the domain: read through strides
-    domain = (2, 3, 5, 8)
-    assert c._flat(domain, k, cos, k[..., 4:], cos[:, :4], qt, cos.t().contiguous().t(), cos[:1]) == \
-        [True, True, True, True, False, False, False]
-    for args in ((qt.contiguous(), k, cos, sin), (qt, k, cos, sin), (qt, k, cos.t().contiguous().t(), sin)):
+    qt = q.transpose(1, 2)                      # not laid out as the domain: read through its strides
+    cos_t = cos.t().contiguous().t()            # nor is a transposed table
+    for args in ((qt.contiguous(), k, cos, sin), (qt, k, cos, sin), (qt, k, cos_t, sin)):
         for r, o in zip(t.Model()(*args), c.ModelNew()(*args)):
             assert_close(r, o)
+
+    launches = []                               # the flags the launcher computes, kernel not run
+    kernel = c.elementwise_0_kernel
+    try:
+        c.elementwise_0_kernel = type("Stub", (), {"__getitem__": lambda self, grid: lambda *a, **kw: launches.append(a)})()
+        for args in ((qt.contiguous(), k, cos, sin), (qt, k, cos_t, sin)):
+            c.ModelNew()(*args)
+    finally:
+        c.elementwise_0_kernel = kernel
+    # operands in order: q, cos, q's two halves, sin, k, k's two halves; the flags close the positional arguments
+    assert [list(a[-8:]) for a in launches] == [[True] * 8, [False, False, False, False, True, True, True, True]]
 
 
 def test_rotary_embedding_passes_the_verifier():

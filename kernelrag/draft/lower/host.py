@@ -33,19 +33,13 @@ HELPERS = {
         if reach >= 2**31:
             return True
     return False''',
-    "_flat": '''def _flat(domain, *tensors):
-    """Per tensor, whether its strides are the contiguous ones of the domain's trailing dims (as
-    many as it has; a size-1 dim of the domain matches any): it is then read at the flat lane index."""
-    step, contig = 1, [0] * len(domain)
-    for d in reversed(range(len(domain))):
-        contig[d] = step
-        step *= domain[d]
-    flags = []
-    for t in tensors:
-        pad = len(domain) - t.dim()
-        flags.append(all(domain[pad + d] == 1 or (n != 1 and s == contig[pad + d])
-                         for d, (n, s) in enumerate(zip(t.shape, t.stride()))))
-    return flags''',
+    "_contiguous": '''def _contiguous(shape):
+    """The strides of a contiguous tensor of ``shape`` (torch.empty(shape).stride() without the tensor)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]''',
     "_cdiv": '''def _cdiv(a, b):
     """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
     return -(-a // b)''',

@@ -57,19 +57,13 @@ def _wide(*tensors):
     return False
 
 
-def _flat(domain, *tensors):
-    """Per tensor, whether its strides are the contiguous ones of the domain's trailing dims (as
-    many as it has; a size-1 dim of the domain matches any): it is then read at the flat lane index."""
-    step, contig = 1, [0] * len(domain)
-    for d in reversed(range(len(domain))):
-        contig[d] = step
-        step *= domain[d]
-    flags = []
-    for t in tensors:
-        pad = len(domain) - t.dim()
-        flags.append(all(domain[pad + d] == 1 or (n != 1 and s == contig[pad + d])
-                         for d, (n, s) in enumerate(zip(t.shape, t.stride()))))
-    return flags
+def _contiguous(shape):
+    """The strides of a contiguous tensor of ``shape`` (torch.empty(shape).stride() without the tensor)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
 
 
 def _cdiv(a, b):
@@ -132,7 +126,8 @@ def elementwise_0(a0, a1, a2):
         n_elements *= s
     strides = [0 if n == 1 else s for t in (a0, a1, a2,) for n, s in zip(t.shape, t.stride())]   # 0: broadcast
     index_64 = n_elements >= 2**31 or _wide(a0, a1, a2, out0)   # the farthest offset read or written
-    flat = _flat(domain, a0, a1, a2)   # each operand laid out as the domain?
+    cont = _contiguous(domain)
+    flat = (strides[0:4] == cont[0:], strides[4:5] == cont[3:], strides[5:9] == cont[0:],)
     if n_elements > 0:
         elementwise_0_kernel[(_cdiv(n_elements, 1024),)](a0, a1, a2, out0, *domain[1:], *strides, n_elements, *flat, BLOCK=1024, INDEX_64=index_64)
     return out0,

@@ -134,12 +134,13 @@ class ElementwiseTemplate:
                      "for n, s in zip(t.shape, t.stride())]   # 0: broadcast")
         lines.append(f"    index_64 = n_elements >= 2**31 or _wide({', '.join(tensors + out_names)})"
                      "   # the farthest offset read or written")
-        flat_args = [params[k] for k in flat]
-        if flat_args:
-            lines.append(f"    flat = _flat(domain, {', '.join(flat_args)})   # each operand laid out as the domain?")
+        if flat:    # laid out as the domain: its strides (0 where broadcast) are the domain's contiguous ones
+            at = {k: sum(ranks[j] for j in range(k) if not scalar[j]) for k in flat}     # its place in ``strides``
+            checks = ", ".join(f"strides[{at[k]}:{at[k] + ranks[k]}] == cont[{rank - ranks[k]}:]" for k in flat)
+            lines += ["    cont = _contiguous(domain)", f"    flat = ({checks},)"]
         call = ", ".join(C.call_values(graph, loads, params) + out_names + (["*domain[1:]"] if rank > 1 else [])
                          + [f"*o{c}" for c in cats if not graph[c].args["stack"]] + ["*strides", "n_elements"]
-                         + (["*flat"] if flat_args else []))
+                         + (["*flat"] if flat else []))
         lines += ["    if n_elements > 0:",
                   f"        {kname}[(_cdiv(n_elements, {BLOCK}),)]({call}, BLOCK={BLOCK}, INDEX_64=index_64)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
