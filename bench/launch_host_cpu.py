@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import datetime
-import json
 import platform
 import statistics
 import sys
@@ -56,22 +55,6 @@ def _host_us(fns: dict, calls: int, rounds: int = 7) -> dict[str, float]:
     return {label: round(statistics.median(v), 2) for label, v in samples.items()}
 
 
-def _drafts(name: str, before: Path | None) -> dict[str, str]:
-    from kernelrag.draft.lower.lowering import lower, variant_choices
-
-    source = (TASKS / f"{name}.py").read_text()
-    out = {}
-    for combo in variant_choices(source):
-        tag = "+".join(combo)
-        draft = lower(source, name, combo)
-        if draft.ok:
-            out[f"{tag}:now"] = draft.source
-        old = before / f"{name}__{tag}.py" if before else None
-        if old is not None and old.exists():
-            out[f"{tag}:before"] = old.read_text()
-    return out
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("tasks", nargs="*", default=list(DEFAULT), help="task names in bench/tasks/")
@@ -85,6 +68,7 @@ def main() -> int:
     sys.path.insert(0, str(ROOT))
     import torch
 
+    from bench.launch_overhead import drafts_of, write_result
     from bench.rowwise_configs import load_module
     from kernelrag.task import load_task
     from kernelrag.verify.task import ShrinkLevel, shrink
@@ -93,7 +77,7 @@ def main() -> int:
         folder = Path(args.render)
         folder.mkdir(parents=True, exist_ok=True)
         for name in args.tasks:
-            for label, text in _drafts(name, None).items():
+            for label, text in drafts_of(name, None).items():
                 (folder / f"{name}__{label.split(':')[0]}.py").write_text(text)
         print(f"drafts written to {folder}")
         return 0
@@ -105,7 +89,7 @@ def main() -> int:
             torch.manual_seed(0)
             inputs = task.get_inputs()
             fns = {}
-            for i, (label, text) in enumerate(_drafts(name, Path(args.before) if args.before else None).items()):
+            for i, (label, text) in enumerate(drafts_of(name, Path(args.before) if args.before else None).items()):
                 module = load_module(text, Path(tmp) / f"{name}_{i}.py")
                 for attr in [a for a in dir(module) if a.endswith("_kernel")]:
                     setattr(module, attr, _Stub())
@@ -119,10 +103,7 @@ def main() -> int:
               "method": "forward with every *_kernel stubbed, inputs at the CPU-check size; medians of 7 "
                         "interleaved rounds",
               "tasks": rows}
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written to {out}")
+    write_result(args.out, result)
     return 0
 
 

@@ -35,6 +35,31 @@ TASKS = ROOT / "bench" / "tasks"
 DEFAULT = ("group_norm", "log_softmax", "scaled_softmax", "softmax", "layer_norm", "rms_norm")
 
 
+def drafts_of(name: str, before: Path | None) -> dict[str, str]:
+    """``{"<variants>:now": source}`` for each variant combination the lowering offers the task,
+    and ``"<variants>:before"`` for each older draft found as ``before/<task>__<variants>.py``."""
+    from kernelrag.draft.lower.lowering import lower, variant_choices
+
+    source = (TASKS / f"{name}.py").read_text()
+    out = {}
+    for combo in variant_choices(source):
+        tag = "+".join(combo)
+        draft = lower(source, name, combo)
+        if draft.ok:
+            out[f"{tag}:now"] = draft.source
+        old = before / f"{name}__{tag}.py" if before else None
+        if old is not None and old.exists():
+            out[f"{tag}:before"] = old.read_text()
+    return out
+
+
+def write_result(out: str | Path, result: dict) -> None:
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(f"written to {out}")
+
+
 def _host_us(fn, calls: int = 40) -> float:
     """Median host time of a call, the GPU kept busy so that no launch blocks."""
     import torch
@@ -180,7 +205,6 @@ def main() -> int:
     import triton
 
     from bench.rowwise_configs import load_module
-    from kernelrag.draft.lower.lowering import lower, variant_choices
     from kernelrag.task import load_task
     from kernelrag.verify.tune import time_configs
 
@@ -198,15 +222,7 @@ def main() -> int:
             inputs = [x.cuda() if isinstance(x, torch.Tensor) else x for x in task.get_inputs()]
             with torch.no_grad():
                 expected = ref(*inputs)
-            drafts = {}
-            for combo in variant_choices(source):
-                tag = "+".join(combo)
-                draft = lower(source, name, combo)
-                if draft.ok:
-                    drafts[f"{tag}:now"] = draft.source
-                old = Path(args.before) / f"{name}__{tag}.py" if args.before else None
-                if old is not None and old.exists():
-                    drafts[f"{tag}:before"] = old.read_text()
+            drafts = drafts_of(name, Path(args.before) if args.before else None)
             runs, row = {}, {"task": name, "drafts": {}}
             for label, text in drafts.items():
                 module = load_module(text, folder / f"{name}_{len(runs)}.py")
@@ -242,10 +258,7 @@ def main() -> int:
     result = {"date": datetime.date.today().isoformat(), "gpu": torch.cuda.get_device_name(),
               "torch": torch.__version__, "triton": triton.__version__, "micro_us": _micro(), "tasks": rows}
     print("micro (us a call):", result["micro_us"], flush=True)
-    out = Path(args.out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(result, indent=1) + "\n")
-    print(f"written to {out}")
+    write_result(args.out, result)
     return 0
 
 
