@@ -124,8 +124,7 @@ class Lanes:
     def _flat_offset(self, k: int, coords: tuple[str, ...], at: int, rank: int) -> str:
         """Operand k's offset when its strides are the contiguous ones of the domain's trailing
         ``rank`` dims: the flat lane index (modulo their size when it has fewer dims than the
-        domain), moved along each dim where the frame reads a piece at its own index. No per-dim
-        multiply-adds: rotary embedding's eight operands spent ~30 integer ops a lane on them."""
+        domain), moved along each dim where the frame reads a piece at its own index."""
         base = "offs" if rank == self.rank else f"offs % ({' * '.join(f'n{d}' for d in range(at, self.rank))})"
         shift = "".join(f" + ({coords[at + d]} - i{at + d}) * in{k}_s{d}" for d in range(rank)
                         if coords[at + d] != f"i{at + d}")
