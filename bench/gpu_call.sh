@@ -16,7 +16,8 @@
 # rows and tall-skinny products beside torch.compile), launch (bench/launch_overhead.py: the
 # generated launchers' host time against their kernels'), attention (bench/attention_configs.py: the
 # flash-attention skill's tile configurations beside SDPA and torch.compile), pool
-# (bench/pool_configs.py: the global-pool kernel's tiles beside eager and torch.compile), smoke (bench/gpu_smoke.sh: the
+# (bench/pool_configs.py: the global-pool kernel's tiles beside eager and torch.compile), split
+# (bench/tf32_split.py: 3xTF32 GEMM designs, the TF32 split in or out of the K loop), smoke (bench/gpu_smoke.sh: the
 # sandboxed verifier on an honest Triton and load_inline CUDA kernel).
 set -u
 out=$1; shift
@@ -92,6 +93,9 @@ for step in "$@"; do
     pool)       # POOL_TASKS="a b": tasks in bench/tasks/ that start with a global average pool
                 timeout "$secs" python3 bench/pool_configs.py --out "$work/pool-configs-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $(start_budget "$secs") ${POOL_TASKS:-} 2>&1 | tail -30 ;;
+    split)      # SPLIT_SIZES="4096 8192": square GEMM sizes
+                timeout "$secs" python3 bench/tf32_split.py --out "$work/tf32-split-$gpu-$day-$(date +%H%M).json" \
+                  --budget-s $(start_budget "$secs") ${SPLIT_SIZES:-} 2>&1 | tail -30 ;;
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac

@@ -1,0 +1,227 @@
+"""3xTF32 GEMM designs side by side: where the split into TF32 parts happens.
+
+    PYTHONPATH=. python3 bench/tf32_split.py --out FILE.json [--budget-s S] [SIZE ...]
+
+``tl.dot(input_precision="tf32x3")`` splits both operand tiles into a TF32 part and a TF32
+remainder inside the K loop. Hopper's wgmma reads B from shared memory, so the split B
+parts go back through shared memory on every K step. Here the split is moved out of the
+loop, for C = A @ B with fp32 A [M, K] and B [K, N] (N contiguous, as ``torch.randn`` makes
+it), at SIZE^3 (default 4096 and 8192):
+
+- ``split_b``: one pass writes B^T's two parts, ``hi = rna_tf32(b)`` and
+  ``lo = rna_tf32(b - hi)``, K-major (the transpose the skill already makes, now writing
+  two arrays); the GEMM loads A's tile, splits it in registers (wgmma may take A from
+  registers) and issues three TF32 dots, lo terms first;
+- ``split_ab``: A split the same way in its own pass too, so the loop only loads and
+  multiplies (four tiles a K step);
+- ``two_acc``: either of these with the two small products in an accumulator of their own;
+- ``skill``: the matmul_tf32x3 skill (``tf32x3`` in the loop) at each of its configs;
+- ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
+  TF32 product, which fails fp32 tolerances).
+
+Each output's relative error ``||C - C64|| / ||C64||`` against fp64 is recorded; one over
+1e-6 (the goal's bound) is still timed and marked. Times: ``verify.tune.time_configs``
+(L2 flushed before every call, round-robin, medians), split passes included. A survey for
+the skill's design, not a verification. Needs only torch, triton and numpy.
+"""
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import triton
+import triton.language as tl
+
+ROOT = Path(__file__).resolve().parent.parent
+GOAL_REL_ERR = 1e-6
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
+SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 256, 32, 8, 2), (256, 128, 32, 8, 2),
+                 (128, 128, 64, 8, 2), (128, 128, 32, 4, 3), (128, 64, 32, 4, 4))
+
+
+@triton.jit
+def _rna_tf32(x):
+    """x rounded to TF32 (10 explicit mantissa bits), to nearest with ties away from zero, on the
+    bits: add half of the dropped part, clear it. Inf and NaN pass through unchanged."""
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+
+
+@triton.jit
+def split_kernel(src_ptr, hi_ptr, lo_ptr, R, C, stride_r, stride_c,
+                 TRANSPOSE: tl.constexpr, BLOCK: tl.constexpr):
+    """src [R, C] (any strides) -> hi, lo, contiguous [C, R] when TRANSPOSE else [R, C]."""
+    offs_r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (offs_r[:, None] < R) & (offs_c[None, :] < C)
+    x = tl.load(src_ptr + offs_r[:, None] * stride_r + offs_c[None, :] * stride_c, mask=ok, other=0.0)
+    hi = _rna_tf32(x)
+    lo = _rna_tf32(tl.where(hi == x, 0.0, x - hi))      # 0 where x is exact in TF32, or inf/NaN
+    if TRANSPOSE:
+        dst = offs_c[None, :] * R + offs_r[:, None]
+    else:
+        dst = offs_r[:, None] * C + offs_c[None, :]
+    tl.store(hi_ptr + dst, hi, mask=ok)
+    tl.store(lo_ptr + dst, lo, mask=ok)
+
+
+@triton.jit
+def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
+                      A_SPLIT: tl.constexpr, TWO_ACC: tl.constexpr,
+                      BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
+                      GROUP_M: tl.constexpr):
+    """C [M, N] = A [M, K] @ B, all contiguous, B given as its parts B^T_hi, B^T_lo [N, K].
+    A_SPLIT: A given as its parts (a_ptr = hi, alo_ptr = lo), else split here in registers."""
+    pid = tl.program_id(0)
+    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    group = GROUP_M * num_pid_n
+    first_m = (pid // group) * GROUP_M
+    size_m = min(num_pid_m - first_m, GROUP_M)
+    pid_m = first_m + (pid % group) % size_m
+    pid_n = (pid % group) // size_m
+    offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    offs_k = tl.arange(0, BLOCK_K)
+    a_offs = offs_m[:, None].to(tl.int64) * K + offs_k[None, :]
+    b_offs = offs_n[:, None].to(tl.int64) * K + offs_k[None, :]
+    m_ok = offs_m[:, None] < M
+    n_ok = offs_n[:, None] < N
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        k_ok = (k0 + offs_k)[None, :] < K
+        a = tl.load(a_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
+        if A_SPLIT:
+            a_hi = a
+            a_lo = tl.load(alo_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
+        else:
+            a_hi = _rna_tf32(a)
+            a_lo = a - a_hi
+        b_hi = tl.trans(tl.load(bhi_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
+        b_lo = tl.trans(tl.load(blo_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
+        if TWO_ACC:
+            small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
+            small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
+        else:
+            acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
+            acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
+        acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
+        a_offs += BLOCK_K
+        b_offs += BLOCK_K
+    if TWO_ACC:
+        acc += small
+    c_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
+    tl.store(c_ptr + c_offs, acc, mask=m_ok & (offs_n[None, :] < N))
+
+
+def split(x, transpose: bool):
+    """(hi, lo) of x [R, C] as contiguous fp32, [C, R] when transpose."""
+    import torch
+
+    R, C = x.shape
+    shape = (C, R) if transpose else (R, C)
+    hi = torch.empty(shape, device=x.device, dtype=torch.float32)
+    lo = torch.empty_like(hi)
+    split_kernel[(triton.cdiv(R, 64), triton.cdiv(C, 64))](x, hi, lo, R, C, x.stride(0), x.stride(1),
+                                                           TRANSPOSE=transpose, BLOCK=64)
+    return hi, lo
+
+
+def split_gemm(a, b, config: tuple, a_split: bool, two_acc: bool):
+    """C = a @ b through the split kernel; the split passes are part of the call."""
+    import torch
+
+    M, K = a.shape
+    N = b.shape[1]
+    bhi, blo = split(b, transpose=True)
+    ahi, alo = split(a, transpose=False) if a_split else (a.contiguous(), None)
+    c = torch.empty((M, N), device=a.device, dtype=torch.float32)
+    bm, bn, bk, warps, stages = config
+    split_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
+        ahi, alo if a_split else ahi, bhi, blo, c, M, N, K, A_SPLIT=a_split, TWO_ACC=two_acc,
+        BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
+    return c
+
+
+def _skill():
+    path = ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
+    spec = importlib.util.spec_from_file_location("skill_matmul_tf32x3", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def survey(name: str, folder: Path, iters: int) -> dict:
+    import torch
+
+    from kernelrag.verify.gemm_paths import cublas_precision, rel_err
+    from kernelrag.verify.tune import time_configs
+
+    n = int(name)
+    gen = torch.Generator(device="cuda").manual_seed(n)
+    a = torch.randn(n, n, device="cuda", generator=gen)
+    b = torch.randn(n, n, device="cuda", generator=gen)
+    ref64 = a.double() @ b.double()
+    skill = _skill()
+    runs = {}
+    for precision in ("ieee", "tf32"):
+        def run(precision=precision):
+            restore = cublas_precision(torch, precision)
+            try:
+                return a @ b
+            finally:
+                restore()
+        runs[f"cublas_{'fp32' if precision == 'ieee' else 'tf32'}"] = run
+    for cfg in skill.CONFIGS:
+        config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
+        label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
+        runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
+    for a_split in (False, True):
+        for two_acc in (False, True):
+            for config in SPLIT_CONFIGS:
+                label = (f"{'split_ab' if a_split else 'split_b'}{'+two_acc' if two_acc else ''}:"
+                         + "BM={},BN={},BK={},warps={},stages={}".format(*config))
+                runs[label] = lambda c=config, s=a_split, t=two_acc: split_gemm(a, b, c, s, t)
+    def check(out):
+        err = rel_err(out, ref64)
+        return err <= 1e-3, f"rel err {err:.3g}"   # tf32 (~5e-4) is timed as the speed reference
+
+    timed = time_configs(runs, check=check, iters=iters)
+    flops = 2 * n ** 3
+    for row in timed.values():
+        detail = row.get("detail") or ""
+        if detail.startswith("rel err "):
+            row["rel_err"] = float(detail.split()[-1])
+            row["within_goal_err"] = row["rel_err"] <= GOAL_REL_ERR
+        if row.get("median_ms"):
+            row["tflops"] = round(flops / (row["median_ms"] * 1e-3) / 1e12, 1)
+    fp32_ms = timed.get("cublas_fp32", {}).get("median_ms")
+    for row in timed.values():
+        if fp32_ms and row.get("median_ms"):
+            row["x_cublas_fp32"] = round(fp32_ms / row["median_ms"], 3)
+    fast = [label for label, row in timed.items()
+            if ":" in label and row.get("median_ms") and row.get("within_goal_err")]
+    best = {}
+    for family in ("skill", "split_b", "split_b+two_acc", "split_ab", "split_ab+two_acc"):
+        mine = [label for label in fast if label.split(":")[0] == family]
+        if mine:
+            label = min(mine, key=lambda key: timed[key]["median_ms"])
+            best[family] = {"label": label, "x_cublas_fp32": timed[label].get("x_cublas_fp32"),
+                            "tflops": timed[label].get("tflops"), "rel_err": timed[label].get("rel_err")}
+    top = max(best.values(), key=lambda row: row["x_cublas_fp32"] or 0) if best else None
+    del a, b, ref64
+    return {"task": name, "n": n, "runs": timed, "best_by_family": best,
+            "best": top["label"] if top else None, "best_x_cublas_fp32": top["x_cublas_fp32"] if top else None}
+
+
+def main() -> int:
+    from bench.rowwise_configs import survey_cli
+
+    return survey_cli(__doc__, ["4096", "8192"], 12, survey, "tf32-split-", ("best", "best_x_cublas_fp32"))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
