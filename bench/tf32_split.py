@@ -8,14 +8,15 @@ parts go back through shared memory on every K step. Here the split is moved out
 loop, for C = A @ B with fp32 A [M, K] and B [K, N] (N contiguous, as ``torch.randn`` makes
 it), at SIZE^3 (default 4096 and 8192):
 
-- ``split_b``: one pass writes B^T's two parts, ``hi = rna_tf32(b)`` and
+- ``split_b`` (here with ``two_acc`` only; the skill's SPLIT=1 is the plain form): one pass writes B^T's two parts, ``hi = rna_tf32(b)`` and
   ``lo = rna_tf32(b - hi)``, K-major (the transpose the skill already makes, now writing
   two arrays); the GEMM loads A's tile, splits it in registers (wgmma may take A from
   registers) and issues three TF32 dots, lo terms first;
 - ``split_ab``: A split the same way in its own pass too, so the loop only loads and
   multiplies (four tiles a K step);
 - ``two_acc``: either of these with the two small products in an accumulator of their own;
-- ``skill``: the matmul_tf32x3 skill (``tf32x3`` in the loop) at each of its configs;
+- ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
+  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` (one accumulator) in the skill's form;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -180,7 +181,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
         runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
     for a_split in (False, True):
-        for two_acc in (False, True):
+        for two_acc in (True,):      # one accumulator: the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
                 label = (f"{'split_ab' if a_split else 'split_b'}{'+two_acc' if two_acc else ''}:"
                          + "BM={},BN={},BK={},warps={},stages={}".format(*config))

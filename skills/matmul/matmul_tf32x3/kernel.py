@@ -16,6 +16,14 @@ So an operand that is not K-major is transposed once, in one pass of its own
 (4096^2 fp32: 64 MB read + 64 MB written, ~0.03 ms against ~1.5 ms of GEMM),
 and the GEMM reads both operands K-major.
 
+Where the split happens (SPLIT, a config key). SPLIT=0: Triton splits both tiles
+inside the K loop; wgmma reads B from shared memory, so B's two parts go back through
+shared memory every K step. SPLIT=1: the pass that makes B K-major also splits it,
+writing B^T's two parts (hi = B rounded to TF32, lo = the rest rounded to TF32: 8 more
+bytes an element of B, once per call); the loop loads A's tile, splits it in registers
+(wgmma may take A from registers) and issues the three TF32 products, small ones first.
+SPLIT=2 splits A in a pass of its own too, so the loop only loads and multiplies.
+
 Tiles. One program per BLOCK_M x BLOCK_N tile of C, grouped (L2-friendly)
 program order, fp32 accumulation in registers, C written once. The configs
 below are the ones a search over tile shape, warps, stages and group size
@@ -32,15 +40,26 @@ import triton
 import triton.language as tl
 
 # Smallest tile first: a checker that runs only the first config still crosses tile boundaries.
+# CONFIGS[0]'s SPLIT names the design an unpinned launch autotunes over (a pinned one is first).
 CONFIGS = [
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=4),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=4),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 16}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT": 0}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 16, "SPLIT": 0}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT": 0}, num_warps=4, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=4),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 256, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 256, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=2),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=4, num_stages=3),
 ]
 
 
@@ -61,11 +80,46 @@ def transpose_kernel(
     tl.store(dst_ptr + offs_c[:, None] * R + offs_r[None, :], tl.trans(tile), mask=tl.trans(ok))
 
 
-@triton.autotune(configs=CONFIGS, key=["M", "N", "K"])
+@triton.jit
+def _rna_tf32(x):
+    # x rounded to TF32 (10 explicit mantissa bits), to nearest, ties away from zero, on the
+    # bits: add half of the 13 dropped bits, clear them. Inf and NaN pass through unchanged.
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+
+
+@triton.jit
+def split_kernel(
+    src_ptr,  # source [R, C], any strides
+    hi_ptr, lo_ptr,  # destinations, contiguous: [C, R] when TRANSPOSE, else [R, C]
+    R, C,  # source rows and columns
+    stride_sr, stride_sc,  # element strides of the source
+    TRANSPOSE: tl.constexpr,  # write the transpose (B [K, N] -> B^T [N, K], K-major)
+    BLOCK: tl.constexpr,  # square tile edge
+):
+    # x = hi + lo to 2^-22: hi = x rounded to TF32, lo = the remainder rounded to TF32
+    # (0 where x is exact in TF32, or inf/NaN); 4 bytes read and 8 written per element.
+    offs_r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    offs_c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (offs_r[:, None] < R) & (offs_c[None, :] < C)
+    x = tl.load(src_ptr + offs_r[:, None] * stride_sr + offs_c[None, :] * stride_sc, mask=ok, other=0.0)
+    hi = _rna_tf32(x)
+    lo = _rna_tf32(tl.where(hi == x, 0.0, x - hi))
+    if TRANSPOSE:
+        dst = offs_c[None, :] * R + offs_r[:, None]
+    else:
+        dst = offs_r[:, None] * C + offs_c[None, :]
+    tl.store(hi_ptr + dst, hi, mask=ok)
+    tl.store(lo_ptr + dst, lo, mask=ok)
+
+
 @triton.jit
 def matmul_tf32x3_kernel(
-    a_ptr,  # A [M, K], fp32, K contiguous (stride_ak == 1)
-    bt_ptr,  # B^T [N, K], fp32, K contiguous: B stored K-major
+    a_ptr,  # A [M, K], fp32, K contiguous (stride_ak == 1); A's TF32 part when SPLIT == 2
+    alo_ptr,  # A's TF32 remainder, laid out as A (SPLIT == 2; otherwise not read)
+    bt_ptr,  # B^T [N, K], fp32, K contiguous: B stored K-major; B^T's TF32 part when SPLIT >= 1
+    btlo_ptr,  # B^T's TF32 remainder, laid out as B^T (SPLIT >= 1; otherwise not read)
     c_ptr,  # C [M, N], fp32 output
     M, N, K,  # problem sizes
     stride_am, stride_ak,  # element strides of A
@@ -76,6 +130,7 @@ def matmul_tf32x3_kernel(
     BLOCK_N: tl.constexpr,  # columns of the C tile
     BLOCK_K: tl.constexpr,  # depth of one K step (32 fp32 = 128 bytes: one cache line per row)
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
+    SPLIT: tl.constexpr,  # 0: tf32x3 splits in the loop; 1: B given split; 2: A and B given split
 ):
     # Grouped ordering: GROUP_M consecutive programs walk down a column of tiles,
     # so the A row panels and B column panels they share come from L2, not DRAM.
@@ -91,19 +146,34 @@ def matmul_tf32x3_kernel(
     offs_m = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_m[:, None] * stride_am + offs_k[None, :] * stride_ak
+    a_offs = offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
     # B^T tile [BLOCK_N, BLOCK_K]: each row is BLOCK_K contiguous floats (K-major)
-    bt_ptrs = bt_ptr + offs_n[:, None] * stride_btn + offs_k[None, :] * stride_btk
+    bt_offs = offs_n[:, None].to(tl.int64) * stride_btn + offs_k[None, :] * stride_btk
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator for the whole K loop
     for k0 in range(0, K, BLOCK_K):
         k_ok = (k0 + offs_k) < K  # zero-padded K tail adds nothing to the dot
-        a = tl.load(a_ptrs, mask=(offs_m[:, None] < M) & k_ok[None, :], other=0.0)
-        bt = tl.load(bt_ptrs, mask=(offs_n[:, None] < N) & k_ok[None, :], other=0.0)
+        a_ok = (offs_m[:, None] < M) & k_ok[None, :]
+        b_ok = (offs_n[:, None] < N) & k_ok[None, :]
+        a = tl.load(a_ptr + a_offs, mask=a_ok, other=0.0)
         # tl.trans of a K-major tile is free: it only tells the MMA the operand is K-major
-        acc = tl.dot(a, tl.trans(bt), acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * stride_ak
-        bt_ptrs += BLOCK_K * stride_btk
+        bt = tl.trans(tl.load(bt_ptr + bt_offs, mask=b_ok, other=0.0))
+        if SPLIT == 0:
+            acc = tl.dot(a, bt, acc, input_precision=PRECISION)
+        else:
+            if SPLIT == 2:
+                a_hi = a
+                a_lo = tl.load(alo_ptr + a_offs, mask=a_ok, other=0.0)
+            else:
+                a_hi = _rna_tf32(a)
+                a_lo = a - a_hi
+            bt_lo = tl.trans(tl.load(btlo_ptr + bt_offs, mask=b_ok, other=0.0))
+            # the two small products first, then the large one: PRECISION is "tf32" here
+            acc = tl.dot(a_lo, bt, acc, input_precision=PRECISION)
+            acc = tl.dot(a_hi, bt_lo, acc, input_precision=PRECISION)
+            acc = tl.dot(a_hi, bt, acc, input_precision=PRECISION)
+        a_offs += BLOCK_K * stride_ak
+        bt_offs += BLOCK_K * stride_btk
 
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
@@ -119,11 +189,35 @@ def transposed(x: torch.Tensor) -> torch.Tensor:
     return out
 
 
+def tf32_parts(x: torch.Tensor, transpose: bool) -> tuple[torch.Tensor, torch.Tensor]:
+    """(hi, lo), contiguous fp32, of x [R, C] (of x^T [C, R] when transpose): x = hi + lo to
+    2^-22 relative, each part exact in TF32; one pass, 12 bytes moved per element."""
+    R, C = x.shape
+    hi = torch.empty((C, R) if transpose else (R, C), device=x.device, dtype=torch.float32)
+    lo = torch.empty_like(hi)
+    BLOCK = 32
+    split_kernel[(triton.cdiv(R, BLOCK), triton.cdiv(C, BLOCK))](
+        x, hi, lo, R, C, x.stride(0), x.stride(1), TRANSPOSE=transpose, BLOCK=BLOCK)
+    return hi, lo
+
+
+_AUTOTUNED = {}
+
+
+def _autotuned(split: int):
+    """matmul_tf32x3_kernel autotuned over the CONFIGS of one design (SPLIT value)."""
+    if split not in _AUTOTUNED:
+        configs = [c for c in CONFIGS if c.kwargs["SPLIT"] == split]
+        _AUTOTUNED[split] = triton.autotune(configs=configs, key=["M", "N", "K"])(matmul_tf32x3_kernel)
+    return _AUTOTUNED[split]
+
+
 def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) -> torch.Tensor:
     """C = a @ b for 2-D fp32 tensors of any strides, on tensor cores at fp32 accuracy.
 
-    ``config`` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, num_warps, num_stages) launches
-    that one configuration instead of the autotuned choice (used by tuning).
+    ``config`` (BLOCK_M, BLOCK_N, BLOCK_K, GROUP_M, SPLIT, num_warps, num_stages) launches
+    that one configuration instead of the autotuned choice (used by tuning); without it the
+    design is CONFIGS[0]'s SPLIT and the tiles are autotuned among that design's configs.
     """
     if a.ndim != 2 or b.ndim != 2 or a.shape[1] != b.shape[0]:
         raise ValueError(f"need a [M, K] and b [K, N], got {tuple(a.shape)} and {tuple(b.shape)}")
@@ -131,16 +225,23 @@ def matmul_tf32x3(a: torch.Tensor, b: torch.Tensor, config: dict | None = None) 
         raise TypeError(f"this kernel is fp32-only, got {a.dtype} and {b.dtype}; see matmul_bf16 for bf16")
     M, K = a.shape
     N = b.shape[1]
-    if a.stride(1) != 1:
+    split = int((config or CONFIGS[0].kwargs)["SPLIT"])
+    if split == 2:
+        a, a_lo = tf32_parts(a, transpose=False)   # A's parts [M, K], K contiguous
+    elif a.stride(1) != 1:
         a = transposed(a.t())   # a K-contiguous copy of A [M, K]
-    bt = b.t() if b.stride(0) == 1 else transposed(b)   # B^T [N, K], K contiguous
+    if split:
+        bt, bt_lo = tf32_parts(b, transpose=True)   # B^T's parts [N, K], K contiguous
+    else:
+        bt = b.t() if b.stride(0) == 1 else transposed(b)   # B^T [N, K], K contiguous
     c = torch.empty((M, N), device=a.device, dtype=torch.float32)
-    precision = "tf32x3" if a.is_cuda else "ieee"   # interpreter: IEEE whatever is asked (see docstring)
-    kernel = matmul_tf32x3_kernel if config is None else matmul_tf32x3_kernel.fn
-    meta = {} if config is None else dict(config)
+    # interpreter: IEEE whatever is asked (see docstring); split designs multiply TF32 parts
+    precision = "ieee" if not a.is_cuda else "tf32" if split else "tf32x3"
+    kernel = _autotuned(split) if config is None else matmul_tf32x3_kernel
+    meta = {} if config is None else {**config, "SPLIT": split}   # autotuned: the configs set SPLIT
     grid = lambda m: (triton.cdiv(M, m["BLOCK_M"]) * triton.cdiv(N, m["BLOCK_N"]),)
     kernel[grid](
-        a, bt, c, M, N, K,
+        a, a_lo if split == 2 else a, bt, bt_lo if split else bt, c, M, N, K,
         a.stride(0), a.stride(1), bt.stride(0), bt.stride(1), c.stride(0), c.stride(1),
         PRECISION=precision, **meta,
     )
