@@ -8,15 +8,20 @@ parts go back through shared memory on every K step. Here the split is moved out
 loop, for C = A @ B with fp32 A [M, K] and B [K, N] (N contiguous, as ``torch.randn`` makes
 it), at SIZE^3 (default 4096 and 8192):
 
-- ``split_b`` (here with ``two_acc`` only; the skill's SPLIT=1 is the plain form): one pass writes B^T's two parts, ``hi = rna_tf32(b)`` and
+- ``split_b``: one pass writes B^T's two parts, ``hi = rna_tf32(b)`` and
   ``lo = rna_tf32(b - hi)``, K-major (the transpose the skill already makes, now writing
   two arrays); the GEMM loads A's tile, splits it in registers (wgmma may take A from
   registers) and issues three TF32 dots, lo terms first;
 - ``split_ab``: A split the same way in its own pass too, so the loop only loads and
   multiplies (four tiles a K step);
-- ``two_acc``: either of these with the two small products in an accumulator of their own;
+- ``+chunkN``: the three products of N K steps are summed in a fresh tensor-core accumulator,
+  then added to the fp32 total (``chunk1`` is the skill's SPLIT=1 / SPLIT=2 form, as
+  ``tl.dot``'s own tf32x3 sums each step apart); ``chunk0``: one tensor-core accumulator over
+  all of K. On an H100 (2026-12-06) chunk0 ran at up to 115 TFLOP/s (2.25x cuBLAS fp32) with
+  a relative error of 5.7e-5 at 8192^3: the tensor cores' accumulation over all of K is what
+  loses the accuracy that 3xTF32 exists for;
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
-  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` (one accumulator) in the skill's form;
+  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -37,8 +42,8 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_REL_ERR = 1e-6
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
-SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 256, 32, 8, 2), (256, 128, 32, 8, 2),
-                 (128, 128, 64, 8, 2), (128, 128, 32, 4, 3), (128, 64, 32, 4, 4))
+SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 4))
+CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
 
 
 @triton.jit
@@ -70,11 +75,13 @@ def split_kernel(src_ptr, hi_ptr, lo_ptr, R, C, stride_r, stride_c,
 
 @triton.jit
 def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
-                      A_SPLIT: tl.constexpr, TWO_ACC: tl.constexpr,
+                      A_SPLIT: tl.constexpr, STEPS: tl.constexpr, FRESH: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
                       GROUP_M: tl.constexpr):
     """C [M, N] = A [M, K] @ B, all contiguous, B given as its parts B^T_hi, B^T_lo [N, K].
-    A_SPLIT: A given as its parts (a_ptr = hi, alo_ptr = lo), else split here in registers."""
+    A_SPLIT: A given as its parts (a_ptr = hi, alo_ptr = lo), else split here in registers.
+    FRESH: every STEPS K steps are summed in a fresh tensor-core accumulator, then added to the
+    fp32 total; else one tensor-core accumulator runs over all of K."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -91,29 +98,31 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
     m_ok = offs_m[:, None] < M
     n_ok = offs_n[:, None] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + offs_k)[None, :] < K
-        a = tl.load(a_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
-        if A_SPLIT:
-            a_hi = a
-            a_lo = tl.load(alo_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
+    for k0 in range(0, K, BLOCK_K * STEPS):
+        if FRESH:
+            part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
         else:
-            a_hi = _rna_tf32(a)
-            a_lo = a - a_hi
-        b_hi = tl.trans(tl.load(bhi_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
-        b_lo = tl.trans(tl.load(blo_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
-        if TWO_ACC:
-            small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
-            small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
+            part = acc
+        for j in tl.static_range(STEPS):
+            k_ok = (k0 + j * BLOCK_K + offs_k)[None, :] < K
+            a = tl.load(a_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
+            if A_SPLIT:
+                a_hi = a
+                a_lo = tl.load(alo_ptr + a_offs, mask=m_ok & k_ok, other=0.0)
+            else:
+                a_hi = _rna_tf32(a)
+                a_lo = a - a_hi
+            b_hi = tl.trans(tl.load(bhi_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
+            b_lo = tl.trans(tl.load(blo_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
+            part = tl.dot(a_lo, b_hi, part, input_precision="tf32")
+            part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+            part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
+            a_offs += BLOCK_K
+            b_offs += BLOCK_K
+        if FRESH:
+            acc += part
         else:
-            acc = tl.dot(a_lo, b_hi, acc, input_precision="tf32")
-            acc = tl.dot(a_hi, b_lo, acc, input_precision="tf32")
-        acc = tl.dot(a_hi, b_hi, acc, input_precision="tf32")
-        a_offs += BLOCK_K
-        b_offs += BLOCK_K
-    if TWO_ACC:
-        acc += small
+            acc = part
     c_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
     tl.store(c_ptr + c_offs, acc, mask=m_ok & (offs_n[None, :] < N))
 
@@ -131,7 +140,7 @@ def split(x, transpose: bool):
     return hi, lo
 
 
-def split_gemm(a, b, config: tuple, a_split: bool, two_acc: bool):
+def split_gemm(a, b, config: tuple, a_split: bool, chunk: int):
     """C = a @ b through the split kernel; the split passes are part of the call."""
     import torch
 
@@ -142,7 +151,7 @@ def split_gemm(a, b, config: tuple, a_split: bool, two_acc: bool):
     c = torch.empty((M, N), device=a.device, dtype=torch.float32)
     bm, bn, bk, warps, stages = config
     split_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
-        ahi, alo if a_split else ahi, bhi, blo, c, M, N, K, A_SPLIT=a_split, TWO_ACC=two_acc,
+        ahi, alo if a_split else ahi, bhi, blo, c, M, N, K, A_SPLIT=a_split, STEPS=max(chunk, 1), FRESH=chunk > 0,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
 
@@ -181,11 +190,11 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
         runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
     for a_split in (False, True):
-        for two_acc in (True,):      # one accumulator: the skill's SPLIT=1 and SPLIT=2 configs above
+        for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
-                label = (f"{'split_ab' if a_split else 'split_b'}{'+two_acc' if two_acc else ''}:"
+                label = (f"{'split_ab' if a_split else 'split_b'}+chunk{chunk}:"
                          + "BM={},BN={},BK={},warps={},stages={}".format(*config))
-                runs[label] = lambda c=config, s=a_split, t=two_acc: split_gemm(a, b, c, s, t)
+                runs[label] = lambda c=config, s=a_split, t=chunk: split_gemm(a, b, c, s, t)
     def check(out):
         err = rel_err(out, ref64)
         return err <= 1e-3, f"rel err {err:.3g}"   # tf32 (~5e-4) is timed as the speed reference
@@ -206,7 +215,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     fast = [label for label, row in timed.items()
             if ":" in label and row.get("median_ms") and row.get("within_goal_err")]
     best = {}
-    for family in ("skill", "split_b", "split_b+two_acc", "split_ab", "split_ab+two_acc"):
+    for family in ("skill", *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS)):
         mine = [label for label in fast if label.split(":")[0] == family]
         if mine:
             label = min(mine, key=lambda key: timed[key]["median_ms"])
