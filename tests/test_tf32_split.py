@@ -1,0 +1,60 @@
+"""The matmul_tf32x3 skill's designs: the TF32 split in the K loop or in a pass before it."""
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import importlib.util
+from pathlib import Path
+
+import torch
+
+from kernelrag.memory.tuning import pinned_source, source_configs
+
+ROOT = Path(__file__).resolve().parents[1]
+SOURCE = (ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py").read_text()
+
+
+def _load(path: Path, source: str):
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location(path.stem, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_split_parts_are_tf32_and_add_up_to_the_input(tmp_path):
+    """hi and lo each fit TF32 (the 13 low mantissa bits clear), hi + lo is x to 2^-22, the
+    transpose is written K-major, and inf passes through with a zero remainder."""
+    module = _load(tmp_path / "skill.py", SOURCE)
+    torch.manual_seed(0)
+    x = torch.randn(37, 45) * torch.logspace(-20, 20, 45)
+    x[3, 4], x[5, 6] = float("inf"), float("-inf")
+    for transpose in (False, True):
+        hi, lo = module.tf32_parts(x, transpose=transpose)
+        want = x.t() if transpose else x
+        assert hi.shape == want.shape and hi.is_contiguous()
+        assert not (hi.view(torch.int32) & 0x1FFF).any() and not (lo.view(torch.int32) & 0x1FFF).any()
+        finite = want.isfinite()
+        rel = ((hi + lo - want)[finite] / want[finite]).abs().max().item()
+        assert rel <= 2.0 ** -22, rel
+        assert torch.equal(hi[~finite], want[~finite]) and not lo[~finite].any()
+        assert ((hi - want)[finite] / want[finite]).abs().max().item() <= 2.0 ** -11   # rounded, not cut
+
+
+def test_every_design_and_config_computes_the_product(tmp_path):
+    """Each config pinned, as the configuration search runs it, on a ragged shape that crosses
+    tile edges in M, N and K, with B N-major and K-major (the interpreter's dots are IEEE fp32)."""
+    configs = source_configs(SOURCE)
+    assert {c["SPLIT"] for c in configs} == {0, 1, 2}
+    torch.manual_seed(1)
+    a, b = torch.randn(70, 90), torch.randn(90, 50)
+    want = a.double() @ b.double()
+    for i, cfg in enumerate(c for c in configs if c["BLOCK_M"] <= 64 or c["SPLIT"]):
+        small = {**cfg, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}   # the interpreter's cost grows with tiles
+        module = _load(tmp_path / f"pinned_{i}.py", pinned_source(SOURCE, small))
+        for bb in (b, b.t().contiguous().t()):
+            got = module.ModelNew()(a, bb)
+            assert ((got.double() - want).norm() / want.norm()).item() < 1e-6, cfg
+        assert module.CONFIGS[0].kwargs["SPLIT"] == cfg["SPLIT"]
