@@ -252,7 +252,8 @@ def stage_gemm(run: Run, torch, tuner: Tuner, sizes: list[int]) -> None:
         if run.left() < 60 and i:
             rows.append({"n": n, "skipped": "time budget"})
             continue
-        row = run.attempt(f"gemm-{n}", gemm_size, run, torch, tuner, n, 8 if i == 0 else 4, tunings)
+        every = len(tuner.modules["matmul_tf32x3"].CONFIGS)   # the first size times every configuration
+        row = run.attempt(f"gemm-{n}", gemm_size, run, torch, tuner, n, every if i == 0 else 4, tunings)
         rows.append({"n": n, **row})
         run.write("gemm.json", rows)
         if not run.cpu:
