@@ -42,7 +42,7 @@ import triton.language as tl
 ROOT = Path(__file__).resolve().parent.parent
 GOAL_REL_ERR = 1e-6
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
-SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 4))
+SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
 CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
 
 
