@@ -22,6 +22,8 @@ it), at SIZE^3 (default 4096 and 8192):
   loses the accuracy that 3xTF32 exists for;
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
   loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
+- ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
+  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -189,6 +191,14 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
         runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
+    from bench.rowwise_configs import load_module
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    rendered = render_gemm(GemmSpec(name="mm"))
+    mm = getattr(load_module(rendered.source, folder / "mm_template.py"), rendered.entry)
+    for split_b in (False, True):
+        runs[f"template:split_b={split_b}"] = lambda s=split_b: mm(a, b, split_b=s)
     for a_split in (False, True):
         for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
@@ -215,7 +225,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     fast = [label for label, row in timed.items()
             if ":" in label and row.get("median_ms") and row.get("within_goal_err")]
     best = {}
-    for family in ("skill", *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS)):
+    for family in ("skill", "template", *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS)):
         mine = [label for label in fast if label.split(":")[0] == family]
         if mine:
             label = min(mine, key=lambda key: timed[key]["median_ms"])

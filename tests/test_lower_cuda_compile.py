@@ -130,14 +130,18 @@ def test_a_loop_carried_type_change_is_caught(tmp_path):
     assert "Loop-carried variable rest" in results[0]["error"], results[0]["error"]
 
 
-def _tile_launch(dtype: str, precision: str, tile: tuple) -> dict:
-    """A launch of the GEMM template's tile kernel at 4096^3 (A [M, K], B^T-major [K, N] strides)."""
+SM90_SHARED_BYTES = 232448   # shared memory a block may use on sm_90 (227 KB)
+
+
+def _tile_launch(dtype: str, precision: str, tile: tuple, split_b: bool = False) -> dict:
+    """A launch of the GEMM template's tile kernel at 4096^3 (A [M, K], B^T-major [K, N] strides;
+    split_b: B given as TF32 parts, 3xTF32's CUDA default)."""
     bm, bn, bk, warps, stages = tile
     t, size = {"tensor": dtype}, 4096
-    args = [t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
+    args = [t, t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
     return {"kernel": "mm_kernel", "args": args,
             "kwargs": dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1, PRECISION=precision,
-                           STORE_CACHE="", num_warps=warps, num_stages=stages)}
+                           SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)}
 
 
 @pytest.mark.slow
@@ -151,17 +155,22 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
 
     path = tmp_path / "mm_tiles.py"
     path.write_text(render_gemm(GemmSpec(name="mm", epilogue="acc = tl.minimum(tl.maximum(acc, -0.5), 0.5)\n")).source)
-    paths = {"GEMM_TILES": [("float32", "tf32x3")], "GEMM_TILES_BF16X6": [("float32", "bf16x6")],
+    paths = {"GEMM_TILES": [("float32", "tf32x3")], "GEMM_TILES_TF32X3_SPLIT": [("float32", "tf32x3/split")],
+             "GEMM_TILES_BF16X6": [("float32", "bf16x6")],
              "GEMM_TILES_16BIT": [("bfloat16", "tf32"), ("float16", "tf32")]}
-    launches = [_tile_launch(dtype, precision, row["tile"]) for table, uses in paths.items()
-                for row in getattr(tiles, table) if row["cuda"] for dtype, precision in uses]
+    launches = [_tile_launch(dtype, precision.split("/")[0], row["tile"], precision.endswith("/split"))
+                for table, uses in paths.items() for row in getattr(tiles, table) if row["cuda"]
+                for dtype, precision in uses]
     # a short K (a tall-skinny product, K = 16): one step on 64 x 128 tiles, the store streamed out
     t, m = {"tensor": "float32"}, 32768
-    launches.append({"kernel": "mm_kernel", "args": [t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
+    launches.append({"kernel": "mm_kernel", "args": [t, t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
                      "kwargs": dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, SPLIT_K=1, PRECISION="ieee",
-                                    STORE_CACHE=".cs", num_warps=4, num_stages=1)})
+                                    SPLIT_B=False, STORE_CACHE=".cs", num_warps=4, num_stages=1)})
     distinct = {repr(launch) for launch in launches}           # tables repeat a tile across rows
-    assert len(assert_all_compile([(str(path), launches)])) == len(distinct) >= 8
+    results = assert_all_compile([(str(path), launches)])
+    assert len(results) == len(distinct) >= 8
+    too_big = [r for r in results if (r.get("shared_bytes") or 0) > SM90_SHARED_BYTES]   # fails only at launch
+    assert not too_big, too_big
 
 
 @pytest.mark.slow

@@ -196,3 +196,35 @@ def test_16bit_products_take_the_tma_kernel_only_where_the_engine_can_fetch_them
         assert not tma_eligible(spec) and f"{spec.name}_tma_kernel" not in render_gemm(spec).source
     module.mm_tma_kernel = None                                  # CPU: the tiled kernel runs, never this one
     assert module.mm(a, w.t()).shape == (64, 48)
+
+
+@pytest.mark.parametrize("a_shape,b_shape,tb", [
+    ((37, 21), (21, 45), False),          # ragged tiles, B N-major
+    ((37, 21), (45, 21), True),           # nn.Linear's weight, already K-major
+    ((2, 3, 17, 21), (3, 21, 19), False),  # broadcast batch dim: the parts follow B's expansion
+    ((3, 37, 40), (3, 40, 45), False),    # bmm
+])
+def test_b_split_into_tf32_parts_before_the_kernel(a_shape, b_shape, tb):
+    """SPLIT_B (the CUDA default for 3xTF32): B's TF32 parts made in one pass, A split in the
+    kernel, three products a K step. Forced here, where the interpreter computes the dots in
+    IEEE fp32, so a missing or misplaced part shows as an error near TF32's 1e-3."""
+    torch.manual_seed(3)
+    b = torch.randn(b_shape)
+    b = b.transpose(-1, -2) if tb else b
+    check(GemmSpec(), mm, torch.randn(a_shape), b, precision="tf32x3", split_b=True)
+    check(GemmSpec(), mm, torch.randn(a_shape), b, precision="tf32x3", split_b=True, split_k=2)
+
+
+@pytest.mark.parametrize("kind", ["tril", "triu"])
+def test_b_split_keeps_a_triangular_b(kind):
+    tri = torch.tril if kind == "tril" else torch.triu
+    torch.manual_seed(4)
+    check(GemmSpec(b_tri=Tri(kind, 0)), lambda a, b: a @ tri(b), torch.randn(24, 40), torch.randn(40, 40),
+          precision="tf32x3", split_b=True)
+
+
+def test_b_split_is_the_cuda_default_only_where_b_has_no_prologue():
+    plain, with_b_prologue = render_gemm(GemmSpec()).source, render_gemm(
+        GemmSpec(b_prologue=(Step("relu", ("acc",)),))).source
+    assert "split_b = cuda and True and N > 1" in plain
+    assert "split_b = cuda and False and N > 1" in with_b_prologue

@@ -40,7 +40,8 @@ from __future__ import annotations
 from kernelrag.draft.lower.gemm_kernels import render_kernels, tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
 from kernelrag.draft.lower.host import used_helpers
-from kernelrag.draft.lower.tiles import GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, PICK_TILE, table_source
+from kernelrag.draft.lower.tiles import (GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, GEMM_TILES_TF32X3_SPLIT,
+                                         PICK_TILE, table_source)
 
 # the launcher's default tl.dot precision per spec.precision (16-bit inputs ignore it)
 LAUNCH_PRECISION = {"tf32x3": '("tf32x3" if cuda else "ieee") if fp32 else "tf32"',
@@ -78,6 +79,68 @@ def bf16x6_dot(a, b, acc, comp):
     total = acc + y
     comp = tl.where(total - total == 0.0, (total - acc) - y, 0.0)  # an inf sum owes nothing (inf - inf is NaN)
     return total, comp
+'''
+
+TF32X3_SPLIT = '''@triton.jit
+def rna_tf32(x):
+    """x rounded to TF32 (10 explicit mantissa bits), to nearest, ties away from zero, on the bits:
+    add half of the 13 dropped bits, clear them. Inf and NaN pass through unchanged."""
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+
+
+@triton.jit
+def tf32x3_split_dot(a, b_hi, b_lo, acc):
+    """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
+
+    b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
+    from shared memory as loaded; tl.dot's own "tf32x3" splits both tiles every K step and sends
+    B's parts back through shared memory. a splits here, in registers. The step's three
+    products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
+    tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
+    2026-12-06, bench/tf32_split.py)."""
+    a_hi = rna_tf32(a)
+    a_lo = a - a_hi
+    step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
+    step = tl.where(step == step, step, 0.0)  # inf * 0 in a small product: hi * hi alone carries an inf
+    return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
+
+
+@triton.jit
+def tf32_split_kernel(
+    x_ptr,  # B [G, K, N] through its strides
+    hi_ptr, lo_ptr,  # its TF32 parts [G, N, K], contiguous (K-major, as Hopper's TF32 MMA reads them)
+    R, C,  # K and N of one matrix
+    s_xg, s_xr, s_xc,  # element strides of B
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    g = tl.program_id(2)
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok, other=0.0)
+    hi = rna_tf32(x)
+    lo = rna_tf32(tl.where(hi == x, 0.0, x - hi))  # 0 where x is exact in TF32, or inf / NaN
+    # 4 bytes read and 8 written per element; the swapped tiles are stored along their contiguous axis
+    out = g.to(tl.int64) * R * C + cols[:, None] * R + rows[None, :]
+    ok_t = (cols < C)[:, None] & (rows < R)[None, :]
+    tl.store(hi_ptr + out, tl.trans(hi), mask=ok_t)
+    tl.store(lo_ptr + out, tl.trans(lo), mask=ok_t)
+
+
+def tf32_parts(t):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
+    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+    lead = t.shape[:-2]
+    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
+    G, R, C = t3.shape
+    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    lo = torch.empty_like(hi)
+    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
+    tf32_split_kernel[grid](t3, hi, lo, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
+    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
 TMA_LAYOUT = '''def tma_layout(a2, b2):
@@ -126,7 +189,7 @@ def k_major(t, rows_are_k):
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
-LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=None):
+LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=None, split_b=None):
     """{doc}"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"{name}: need two tensors of one float dtype, got {{a.dtype}} and {{b.dtype}}")
@@ -144,8 +207,13 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         precision = {default_precision}
     if precision not in ("ieee", "tf32x3", "bf16x6", "tf32"):
         raise ValueError(f"{name}: precision {{precision!r}} is not ieee, tf32x3, bf16x6 or tf32")
+    if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
+        split_b = cuda and {b_splittable!r} and N > 1
+    split_b = bool(split_b) and precision == "tf32x3" and fp32
+    b_lo = None
     if precision == "tf32x3":
-        a, b = k_major(a, rows_are_k=False), k_major(b, rows_are_k=True)
+        a = k_major(a, rows_are_k=False)
+        b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
     M = a.shape[-2]
@@ -153,16 +221,19 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
         a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
         b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        b_lo = None if b_lo is None else b_lo.expand(*batch, *b_lo.shape[-2:]).reshape(-1, *b_lo.shape[-2:])
         batch = (a.shape[0],)
     batch = (1,) * (2 - len(batch)) + tuple(batch)
     a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
     b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
+    blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
     a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
     b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
+    rules = (GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6"
+             else GEMM_TILES_TF32X3_SPLIT if split_b else GEMM_TILES)
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
                                           lambda bm, bn: B0 * B1 * _cdiv(M, bm) * _cdiv(N, bn))
     if {whole_rows!r}:                        # the epilogue reduces rows: one tile spans N
@@ -171,7 +242,7 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         BN = max(16, _pow2(N))
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
-            BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 2
+            BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 1 if split_b and BN > 512 else 2
     store_cache = ""
     if K <= 32 and not {whole_rows!r}:        # one K step: the output's write is the whole cost (K = 16 on
         BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
@@ -197,17 +268,17 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, b4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a4, b4, blo4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
-                PRECISION=precision, STORE_CACHE="", num_warps=warps, num_stages=stages)
+                PRECISION=precision, SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
 {tma_branch}    else:
         {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, b4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a4, b4, blo4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
-            PRECISION=precision, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
+            PRECISION=precision, SPLIT_B=split_b, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
     if {squeeze_rows!r}:
         out = out.squeeze(-1)
     if vec_b:
@@ -244,12 +315,14 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         extras_call=extras_call, scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
         scalars_call=scalars_call,
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
+        b_splittable=not spec.b_prologue,     # a prologue on B's tile acts on B, not on its parts
         default_precision=LAUNCH_PRECISION[spec.precision],
         tma_branch=TMA_BRANCH.format(name=spec.name, extras_call=extras_call, scalars_call=scalars_call)
         if tma_eligible(spec) else "")
     tables = [table_source(name, table) for name, table in (("GEMM_TILES", GEMM_TILES), (
-        "GEMM_TILES_BF16X6", GEMM_TILES_BF16X6), ("GEMM_TILES_16BIT", GEMM_TILES_16BIT))]
-    return [TRANSPOSE_KERNEL, BF16X6_DOT, TMA_LAYOUT, *tables, PICK_TILE, render_kernels(spec)], launcher
+        "GEMM_TILES_TF32X3_SPLIT", GEMM_TILES_TF32X3_SPLIT), ("GEMM_TILES_BF16X6", GEMM_TILES_BF16X6),
+        ("GEMM_TILES_16BIT", GEMM_TILES_16BIT))]
+    return [TRANSPOSE_KERNEL, BF16X6_DOT, TF32X3_SPLIT, TMA_LAYOUT, *tables, PICK_TILE, render_kernels(spec)], launcher
 
 
 def transformations_of(spec: GemmSpec) -> list[str]:

@@ -47,7 +47,8 @@ from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code
 _HEADER = '''@triton.jit
 def {name}_kernel(
     a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
-    b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn)
+    b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn); its TF32 part when SPLIT_B
+    blo_ptr,  # SPLIT_B: B's TF32 remainder, laid out as B (otherwise not read)
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
 {extra_args}{scalar_args}    M, N, K,  # sizes of one product
     B1,  # inner batch size: grid axis 1 enumerates B0 * B1 batch entries
@@ -60,6 +61,7 @@ def {name}_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
     PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
+    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel and A split here
     STORE_CACHE: tl.constexpr,  # "" or ".cs": an output far past L2, written once, streams out evict-first
 ):
     pid = tl.program_id(0)
@@ -93,10 +95,12 @@ def {name}_kernel(
         k_lo = k_lo + split * k_chunk
         k_hi = min(k_hi, k_lo + k_chunk)
     a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
-    b_cols = b_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+    b_offs = (b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+              + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk)
     # 64-bit offsets once per tile; the K loop only steps the pointers (the form the compiler pipelines)
     a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
-    b_ptrs = b_cols + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk
+    b_ptrs = b_ptr + b_offs
+    blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     comp = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # bf16x6 only: the rounding error acc still owes
     for k0 in range(k_lo, k_hi, BLOCK_K):
@@ -104,7 +108,11 @@ def {name}_kernel(
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
         a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-{prologue}        if PRECISION == "bf16x6":
+{prologue}        if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
+            b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+{b_lo_mask}            acc = tf32x3_split_dot(a, b, b_lo, acc)
+            blo_ptrs += BLOCK_K * s_bk
+        elif PRECISION == "bf16x6":
             acc, comp = bf16x6_dot(a, b, acc, comp)
         else:
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
@@ -280,7 +288,10 @@ def render_kernels(spec: GemmSpec) -> str:
     store = _STORE_ROW if spec.row_out else _STORE_TILE
     common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
                   scalar_args=scalar_args(spec.n_scalar))
+    b_lo_mask = ("" if spec.b_tri is None else
+                 f"{' ' * 12}b_lo = tl.where({tri_keep(spec.b_tri, 'ks', 'offs_n')}, b_lo, 0.0)\n")
     text = _HEADER.format(**common, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
+                          b_lo_mask=b_lo_mask,
                           epilogue=epilogue_code(spec, " " * 8),
                           store=store.format(i=" " * 8, cache=", cache_modifier=STORE_CACHE"))
     text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    ", cache=""))

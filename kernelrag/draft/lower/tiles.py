@@ -41,6 +41,17 @@ GEMM_TILES = (
     dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
 )
 
+# 3xTF32 with B split into TF32 parts before the kernel (the launcher's CUDA default): a K step
+# loads A and both of B's parts, so BLOCK_K 32 keeps 3 stages of 128x128 in 144 KB of shared
+# memory (BLOCK_K 64 would need 288); the step's fresh tile beside the accumulator is 206
+# registers at 8 warps, no spill (sm_90, the matmul_tf32x3 skill's SPLIT=1 form).
+GEMM_TILES_TF32X3_SPLIT = (
+    dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 32, 8, 3)),
+    dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 32, 8, 3)),
+    dict(cuda=True, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(64, 64, 32, 4, 3)),
+    dict(cuda=False, min_m=0, min_n=0, min_k=0, min_programs=0, tile=(32, 32, 16, 4, 1)),
+)
+
 # bf16x6 fp32 GEMM: three accumulator tiles live at once (the running sum, its Kahan
 # compensation and the step's partial), so the 128x128 tile (3 x 64 fp32 registers per thread
 # at 8 warps) spills on sm_90 (152 stack bytes at BLOCK_K 64); 128x64 at 8 warps is 254

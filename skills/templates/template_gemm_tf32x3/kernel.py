@@ -128,6 +128,68 @@ def bf16x6_dot(a, b, acc, comp):
     return total, comp
 
 
+@triton.jit
+def rna_tf32(x):
+    """x rounded to TF32 (10 explicit mantissa bits), to nearest, ties away from zero, on the bits:
+    add half of the 13 dropped bits, clear them. Inf and NaN pass through unchanged."""
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+
+
+@triton.jit
+def tf32x3_split_dot(a, b_hi, b_lo, acc):
+    """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
+
+    b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
+    from shared memory as loaded; tl.dot's own "tf32x3" splits both tiles every K step and sends
+    B's parts back through shared memory. a splits here, in registers. The step's three
+    products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
+    tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
+    2026-12-06, bench/tf32_split.py)."""
+    a_hi = rna_tf32(a)
+    a_lo = a - a_hi
+    step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
+    step = tl.where(step == step, step, 0.0)  # inf * 0 in a small product: hi * hi alone carries an inf
+    return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
+
+
+@triton.jit
+def tf32_split_kernel(
+    x_ptr,  # B [G, K, N] through its strides
+    hi_ptr, lo_ptr,  # its TF32 parts [G, N, K], contiguous (K-major, as Hopper's TF32 MMA reads them)
+    R, C,  # K and N of one matrix
+    s_xg, s_xr, s_xc,  # element strides of B
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    g = tl.program_id(2)
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok, other=0.0)
+    hi = rna_tf32(x)
+    lo = rna_tf32(tl.where(hi == x, 0.0, x - hi))  # 0 where x is exact in TF32, or inf / NaN
+    # 4 bytes read and 8 written per element; the swapped tiles are stored along their contiguous axis
+    out = g.to(tl.int64) * R * C + cols[:, None] * R + rows[None, :]
+    ok_t = (cols < C)[:, None] & (rows < R)[None, :]
+    tl.store(hi_ptr + out, tl.trans(hi), mask=ok_t)
+    tl.store(lo_ptr + out, tl.trans(lo), mask=ok_t)
+
+
+def tf32_parts(t):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
+    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+    lead = t.shape[:-2]
+    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
+    G, R, C = t3.shape
+    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    lo = torch.empty_like(hi)
+    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
+    tf32_split_kernel[grid](t3, hi, lo, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
+    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
+
+
 def tma_layout(a2, b2):
     """How the TMA engine can fetch A [M, K] and B [K, N], or None: A K-contiguous and B K-contiguous
     (True: nn.Linear's [N, K] weight, B = weight.T) or N-contiguous (False), each with a 16-byte
@@ -146,6 +208,16 @@ def tma_layout(a2, b2):
 GEMM_TILES = (
     (True, 128, 128, 0, 132, (128, 128, 64, 8, 3)),
     (True, 1024, 128, 0, 0, (128, 128, 64, 8, 3)),
+    (True, 0, 0, 0, 0, (64, 64, 32, 4, 3)),
+    (False, 0, 0, 0, 0, (32, 32, 16, 4, 1)),
+)
+
+
+# GEMM_TILES_TF32X3_SPLIT: (cuda, min M, min N, min K, min programs, (BLOCK_M, BLOCK_N, BLOCK_K, warps, stages));
+# the first row that fits is taken (kernelrag.draft.lower.tiles)
+GEMM_TILES_TF32X3_SPLIT = (
+    (True, 128, 128, 0, 132, (128, 128, 32, 8, 3)),
+    (True, 1024, 128, 0, 0, (128, 128, 32, 8, 3)),
     (True, 0, 0, 0, 0, (64, 64, 32, 4, 3)),
     (False, 0, 0, 0, 0, (32, 32, 16, 4, 1)),
 )
@@ -184,7 +256,8 @@ def pick_tile(rules, cuda, M, N, K, programs):
 @triton.jit
 def gemm_0_gemm_kernel(
     a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
-    b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn)
+    b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn); its TF32 part when SPLIT_B
+    blo_ptr,  # SPLIT_B: B's TF32 remainder, laid out as B (otherwise not read)
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
     e0_ptr,  # extra epilogue tensor 0, broadcast to [B0, B1, M, N] through its strides
     M, N, K,  # sizes of one product
@@ -199,6 +272,7 @@ def gemm_0_gemm_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
     PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
+    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel and A split here
     STORE_CACHE: tl.constexpr,  # "" or ".cs": an output far past L2, written once, streams out evict-first
 ):
     pid = tl.program_id(0)
@@ -232,10 +306,12 @@ def gemm_0_gemm_kernel(
         k_lo = k_lo + split * k_chunk
         k_hi = min(k_hi, k_lo + k_chunk)
     a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
-    b_cols = b_ptr + b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+    b_offs = (b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
+              + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk)
     # 64-bit offsets once per tile; the K loop only steps the pointers (the form the compiler pipelines)
     a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
-    b_ptrs = b_cols + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk
+    b_ptrs = b_ptr + b_offs
+    blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     comp = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # bf16x6 only: the rounding error acc still owes
     for k0 in range(k_lo, k_hi, BLOCK_K):
@@ -243,7 +319,11 @@ def gemm_0_gemm_kernel(
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
         a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        if PRECISION == "bf16x6":
+        if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
+            b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            acc = tf32x3_split_dot(a, b, b_lo, acc)
+            blo_ptrs += BLOCK_K * s_bk
+        elif PRECISION == "bf16x6":
             acc, comp = bf16x6_dot(a, b, acc, comp)
         else:
             acc = tl.dot(a, b, acc, input_precision=PRECISION)
@@ -347,7 +427,7 @@ def gemm_0_gemm_tma_kernel(
         tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
 
 
-def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
+def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
     """gemm: linear > gelu as one tiled GEMM with its epilogue fused"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"gemm_0_gemm: need two tensors of one float dtype, got {a.dtype} and {b.dtype}")
@@ -365,8 +445,13 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
         precision = ("tf32x3" if cuda else "ieee") if fp32 else "tf32"
     if precision not in ("ieee", "tf32x3", "bf16x6", "tf32"):
         raise ValueError(f"gemm_0_gemm: precision {precision!r} is not ieee, tf32x3, bf16x6 or tf32")
+    if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
+        split_b = cuda and True and N > 1
+    split_b = bool(split_b) and precision == "tf32x3" and fp32
+    b_lo = None
     if precision == "tf32x3":
-        a, b = k_major(a, rows_are_k=False), k_major(b, rows_are_k=True)
+        a = k_major(a, rows_are_k=False)
+        b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
     M = a.shape[-2]
@@ -374,16 +459,19 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
         a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
         b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        b_lo = None if b_lo is None else b_lo.expand(*batch, *b_lo.shape[-2:]).reshape(-1, *b_lo.shape[-2:])
         batch = (a.shape[0],)
     batch = (1,) * (2 - len(batch)) + tuple(batch)
     a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
     b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
+    blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
     a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
     b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
+    rules = (GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6"
+             else GEMM_TILES_TF32X3_SPLIT if split_b else GEMM_TILES)
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
                                           lambda bm, bn: B0 * B1 * _cdiv(M, bm) * _cdiv(N, bn))
     if False:                        # the epilogue reduces rows: one tile spans N
@@ -392,7 +480,7 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
         BN = max(16, _pow2(N))
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
-            BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 2
+            BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 1 if split_b and BN > 512 else 2
     store_cache = ""
     if K <= 32 and not False:        # one K step: the output's write is the whole cost (K = 16 on
         BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
@@ -418,9 +506,9 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, b4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a4, b4, blo4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
-                PRECISION=precision, STORE_CACHE="", num_warps=warps, num_stages=stages)
+                PRECISION=precision, SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)
         SM, SN = (32, BN) if False else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         gemm_0_gemm_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, *e4[0:1], M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
@@ -437,9 +525,9 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None):
             num_warps=warps, num_stages=stages)
     else:
         gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, b4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a4, b4, blo4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
-            PRECISION=precision, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
+            PRECISION=precision, SPLIT_B=split_b, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
     if False:
         out = out.squeeze(-1)
     if vec_b:
