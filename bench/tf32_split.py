@@ -48,31 +48,16 @@ SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3)
 CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
 
 
-@triton.jit
-def _rna_tf32(x):
-    """x rounded to TF32 (10 explicit mantissa bits), to nearest with ties away from zero, on the
-    bits: add half of the dropped part, clear it. Inf and NaN pass through unchanged."""
-    bits = x.to(tl.uint32, bitcast=True)
-    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
-    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+def _skill():
+    path = ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
+    spec = importlib.util.spec_from_file_location("skill_matmul_tf32x3", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
-@triton.jit
-def split_kernel(src_ptr, hi_ptr, lo_ptr, R, C, stride_r, stride_c,
-                 TRANSPOSE: tl.constexpr, BLOCK: tl.constexpr):
-    """src [R, C] (any strides) -> hi, lo, contiguous [C, R] when TRANSPOSE else [R, C]."""
-    offs_r = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    offs_c = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
-    ok = (offs_r[:, None] < R) & (offs_c[None, :] < C)
-    x = tl.load(src_ptr + offs_r[:, None] * stride_r + offs_c[None, :] * stride_c, mask=ok, other=0.0)
-    hi = _rna_tf32(x)
-    lo = _rna_tf32(tl.where(hi == x, 0.0, x - hi))      # 0 where x is exact in TF32, or inf/NaN
-    if TRANSPOSE:
-        dst = offs_c[None, :] * R + offs_r[:, None]
-    else:
-        dst = offs_r[:, None] * C + offs_c[None, :]
-    tl.store(hi_ptr + dst, hi, mask=ok)
-    tl.store(lo_ptr + dst, lo, mask=ok)
+SKILL = _skill()
+_rna_tf32 = SKILL._rna_tf32        # the skill's rounding and split pass: the survey's kernels use them
 
 
 @triton.jit
@@ -129,41 +114,20 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
     tl.store(c_ptr + c_offs, acc, mask=m_ok & (offs_n[None, :] < N))
 
 
-def split(x, transpose: bool):
-    """(hi, lo) of x [R, C] as contiguous fp32, [C, R] when transpose."""
-    import torch
-
-    R, C = x.shape
-    shape = (C, R) if transpose else (R, C)
-    hi = torch.empty(shape, device=x.device, dtype=torch.float32)
-    lo = torch.empty_like(hi)
-    split_kernel[(triton.cdiv(R, 64), triton.cdiv(C, 64))](x, hi, lo, R, C, x.stride(0), x.stride(1),
-                                                           TRANSPOSE=transpose, BLOCK=64)
-    return hi, lo
-
-
 def split_gemm(a, b, config: tuple, a_split: bool, chunk: int):
     """C = a @ b through the split kernel; the split passes are part of the call."""
     import torch
 
     M, K = a.shape
     N = b.shape[1]
-    bhi, blo = split(b, transpose=True)
-    ahi, alo = split(a, transpose=False) if a_split else (a.contiguous(), None)
+    bhi, blo = SKILL.tf32_parts(b, transpose=True)
+    ahi, alo = SKILL.tf32_parts(a, transpose=False) if a_split else (a.contiguous(), None)
     c = torch.empty((M, N), device=a.device, dtype=torch.float32)
     bm, bn, bk, warps, stages = config
     split_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
         ahi, alo if a_split else ahi, bhi, blo, c, M, N, K, A_SPLIT=a_split, STEPS=max(chunk, 1), FRESH=chunk > 0,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
-
-
-def _skill():
-    path = ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
-    spec = importlib.util.spec_from_file_location("skill_matmul_tf32x3", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def survey(name: str, folder: Path, iters: int) -> dict:
@@ -177,7 +141,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     a = torch.randn(n, n, device="cuda", generator=gen)
     b = torch.randn(n, n, device="cuda", generator=gen)
     ref64 = a.double() @ b.double()
-    skill = _skill()
+    skill = SKILL
     runs = {}
     for precision in ("ieee", "tf32"):
         def run(precision=precision):

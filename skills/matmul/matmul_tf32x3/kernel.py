@@ -107,12 +107,14 @@ def split_kernel(
     x = tl.load(src_ptr + offs_r[:, None] * stride_sr + offs_c[None, :] * stride_sc, mask=ok, other=0.0)
     hi = _rna_tf32(x)
     lo = _rna_tf32(tl.where(hi == x, 0.0, x - hi))
-    if TRANSPOSE:
-        dst = offs_c[None, :] * R + offs_r[:, None]
+    if TRANSPOSE:  # the swapped tiles are stored along their contiguous axis
+        dst = offs_c[:, None] * R + offs_r[None, :]
+        tl.store(hi_ptr + dst, tl.trans(hi), mask=tl.trans(ok))
+        tl.store(lo_ptr + dst, tl.trans(lo), mask=tl.trans(ok))
     else:
         dst = offs_r[:, None] * C + offs_c[None, :]
-    tl.store(hi_ptr + dst, hi, mask=ok)
-    tl.store(lo_ptr + dst, lo, mask=ok)
+        tl.store(hi_ptr + dst, hi, mask=ok)
+        tl.store(lo_ptr + dst, lo, mask=ok)
 
 
 @triton.jit
