@@ -334,6 +334,8 @@ def transformations_of(spec: GemmSpec) -> list[str]:
     out = ["tiling", "grouped_ordering", "fp32_accumulation", "split_k"]
     out += {"tf32x3": ["tf32x3", "k_major_operands"], "bf16x6": ["bf16x6", "compensated_summation"],
             "ieee": ["ieee_fp32_dot"]}[spec.precision]
+    if spec.precision == "tf32x3" and not spec.b_prologue:
+        out.append("tf32_split_pass")     # the launcher's CUDA path (split_b)
     if spec.epilogue or spec.out_tri:
         out.append("epilogue_fusion")
     if spec.whole_rows:
