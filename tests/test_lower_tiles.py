@@ -61,6 +61,7 @@ def test_a_table_without_a_catch_all_says_so():
     (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES"),
     (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES_BF16X6"),
     (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES_16BIT"),
+    (lambda: render_gemm(GemmSpec()).source, "GEMM_TILES_TF32X3_SPLIT"),
 ])
 def test_launchers_carry_the_table_as_data(source, table):
     text = source()

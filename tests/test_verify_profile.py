@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from kernelrag.memory.tuning import source_configs
+
 from kernelrag.verify import precision, profile, verify
 from kernelrag.verify.verdict import Verdict
 
@@ -139,7 +141,8 @@ def test_fp32_gemm_bench_dry_run(tmp_path):
     summary = json.loads((tmp_path / "summary.json").read_text())
     assert all(s["status"] == "done" for s in summary["stages"].values()), summary["stages"]
     tuning = summary["tuning"]
-    assert tuning[0]["winner"] and len(tuning[0]["timed"]) == 8 and not tuning[0]["from_cache"]
+    configs = source_configs((ROOT / "skills/matmul/matmul_tf32x3/kernel.py").read_text())
+    assert tuning[0]["winner"] and len(tuning[0]["timed"]) == len(configs) and not tuning[0]["from_cache"]
     assert len(tuning[1]["timed"]) == 4                       # the second size: top 4 by evidence
     assert tuning[-1]["from_cache"] and tuning[-1]["timed"] == [] and "re-verified" in tuning[-1]["reverified"]
     assert summary["evidence_records"] == sum(len(t["timed"]) for t in tuning)

@@ -28,7 +28,11 @@ bench/results/tf32-split-h100-2026-12-06-2319.json) SPLIT=1 ran 8192^3 at 97 TFL
 1.98x cuBLAS fp32, against SPLIT=0's 86, at a relative error of 3.2e-7 (cuBLAS fp32:
 1.6e-6). The fresh tile is not optional: summing all of K in one tensor-core accumulator
 ran at 100-115 TFLOP/s with an error of 5.7e-5, as tl.dot's own tf32x3 also sums each
-step apart (tf32-split-h100-2026-12-06-2211.json).
+step apart (tf32-split-h100-2026-12-06-2211.json). Infinities: an inf element meets a
+zero remainder of the other operand in a small product (0 * inf), so the split designs can
+return NaN where cuBLAS returns +-inf; SPLIT=0 (tl.dot's tf32x3) zeroes NaNs in the small
+products first, at the cost of a wait between the small and the large product every step.
+The checks draw finite inputs; for operands that may hold infinities pin a SPLIT=0 config.
 
 Tiles. One program per BLOCK_M x BLOCK_N tile of C, grouped (L2-friendly)
 program order, fp32 accumulation in registers, C written once. The configs

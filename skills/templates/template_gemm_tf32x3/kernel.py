@@ -470,8 +470,8 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
     e4 = [e.reshape(*batch, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
     B0, B1 = batch
-    rules = (GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6"
-             else GEMM_TILES_TF32X3_SPLIT if split_b else GEMM_TILES)
+    rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
+    rules = GEMM_TILES_TF32X3_SPLIT if split_b else rules   # B's two parts: BLOCK_K 32 (shared memory)
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
                                           lambda bm, bn: B0 * B1 * _cdiv(M, bm) * _cdiv(N, bn))
     if False:                        # the epilogue reduces rows: one tile spans N
