@@ -344,7 +344,8 @@ def transformations_of(spec: GemmSpec) -> list[str]:
 
 
 PRECISION_NOTES = {
-    "tf32x3": "dot precision: tf32x3 (3xTF32, K-major operands) on CUDA for fp32, ieee under the CPU interpreter",
+    "tf32x3": "dot precision: tf32x3 (3xTF32, K-major operands; on CUDA B is split into its TF32 parts in a pass "
+              "before the kernel unless its tile has a prologue) for fp32, ieee under the CPU interpreter",
     "bf16x6": "dot precision: bf16x6 (three bf16 parts, six products, Kahan sum over K) on CUDA for fp32, "
               "ieee under the CPU interpreter",
     "ieee": "dot precision: ieee (fp32 FMAs) for fp32 on CUDA and under the CPU interpreter",
