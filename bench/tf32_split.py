@@ -34,29 +34,18 @@ the skill's design, not a verification. Needs only torch, triton and numpy.
 """
 from __future__ import annotations
 
-import importlib.util
 import sys
 from pathlib import Path
 
 import triton
 import triton.language as tl
 
-ROOT = Path(__file__).resolve().parent.parent
-GOAL_REL_ERR = 1e-6
+from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module
+
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
 SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
 CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
-
-
-def _skill():
-    path = ROOT / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
-    spec = importlib.util.spec_from_file_location("skill_matmul_tf32x3", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-SKILL = _skill()
+SKILL = load_module(SKILLS["matmul_tf32x3"][0], "skill_matmul_tf32x3")
 _rna_tf32 = SKILL._rna_tf32        # the skill's rounding and split pass: the survey's kernels use them
 
 
@@ -155,12 +144,12 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
         runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
-    from bench.rowwise_configs import load_module
+    from bench.rowwise_configs import load_module as load_source
     from kernelrag.draft.lower.gemm import render_gemm
     from kernelrag.draft.lower.gemm_spec import GemmSpec
 
     rendered = render_gemm(GemmSpec(name="mm"))
-    mm = getattr(load_module(rendered.source, folder / "mm_template.py"), rendered.entry)
+    mm = getattr(load_source(rendered.source, folder / "mm_template.py"), rendered.entry)
     for split_b in (False, True):
         runs[f"template:split_b={split_b}"] = lambda s=split_b: mm(a, b, split_b=s)
     for a_split in (False, True):

@@ -155,12 +155,12 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
 
     path = tmp_path / "mm_tiles.py"
     path.write_text(render_gemm(GemmSpec(name="mm", epilogue="acc = tl.minimum(tl.maximum(acc, -0.5), 0.5)\n")).source)
-    paths = {"GEMM_TILES": [("float32", "tf32x3")], "GEMM_TILES_TF32X3_SPLIT": [("float32", "tf32x3/split")],
-             "GEMM_TILES_BF16X6": [("float32", "bf16x6")],
-             "GEMM_TILES_16BIT": [("bfloat16", "tf32"), ("float16", "tf32")]}
-    launches = [_tile_launch(dtype, precision.split("/")[0], row["tile"], precision.endswith("/split"))
-                for table, uses in paths.items() for row in getattr(tiles, table) if row["cuda"]
-                for dtype, precision in uses]
+    paths = {   # table -> (dtype, dot path, B split into TF32 parts) of the launches that pick it
+        "GEMM_TILES": [("float32", "tf32x3", False)], "GEMM_TILES_TF32X3_SPLIT": [("float32", "tf32x3", True)],
+        "GEMM_TILES_BF16X6": [("float32", "bf16x6", False)],
+        "GEMM_TILES_16BIT": [("bfloat16", "tf32", False), ("float16", "tf32", False)]}
+    launches = [_tile_launch(dtype, precision, row["tile"], split_b) for table, uses in paths.items()
+                for row in getattr(tiles, table) if row["cuda"] for dtype, precision, split_b in uses]
     # a short K (a tall-skinny product, K = 16): one step on 64 x 128 tiles, the store streamed out
     t, m = {"tensor": "float32"}, 32768
     launches.append({"kernel": "mm_kernel", "args": [t, t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
