@@ -228,3 +228,34 @@ def test_b_split_is_the_cuda_default_only_where_b_has_no_prologue():
         GemmSpec(b_prologue=(Step("relu", ("acc",)),))).source
     assert "split_b = cuda and True and N > 1" in plain
     assert "split_b = cuda and False and N > 1" in with_b_prologue
+
+
+def _module(source: str, name: str) -> types.ModuleType:
+    module = types.ModuleType(name)
+    exec(compile(source, f"<{name}>", "exec"), module.__dict__)
+    return module
+
+
+def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part():
+    """The split's fast loop leaves its small products unmasked: an inf in A or B meeting a zero
+    TF32 part there (A exact in TF32 has a zero remainder) is 0 * inf = NaN where A @ B is inf.
+    The kernel then redoes that tile with the mask and gets A @ B's infs and NaNs; without the
+    redo the NaNs stay, which this test also shows, so it cannot pass by accident."""
+    torch.manual_seed(6)
+    a = torch.randn(40, 48)
+    a = ((a.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)   # exact in TF32: a_lo = 0
+    b = torch.randn(48, 36)
+    a[2, 5] = float("inf")                      # row 2: +-inf
+    b[7, 3] = float("-inf")                      # column 3: -+inf, and NaN where it meets row 2's inf
+    b[9, 20] = float("nan")                      # column 20: NaN
+    ref = a.double() @ b.double()
+    source = render_gemm(GemmSpec(name="mm")).source
+    outs = {}
+    for redo in (True, False):
+        text = source if redo else source.replace("MASK_NAN=True", "MASK_NAN=False")
+        outs[redo] = _module(text, f"mm_redo_{redo}").mm(a, b, precision="tf32x3", split_b=True).double()
+    for redo, out in outs.items():
+        same = torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0))
+        assert same is redo, f"redo={redo}: the NaN and inf pattern {'differs from' if redo else 'matches'} A @ B's"
+    finite = ref.isfinite()
+    assert torch.allclose(outs[True][finite], ref[finite], rtol=1e-5, atol=1e-5)

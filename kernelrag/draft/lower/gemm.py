@@ -96,7 +96,7 @@ def rna_tf32(x):
 
 
 @triton.jit
-def tf32x3_split_dot(a, b_hi, b_lo, acc):
+def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
 
     b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
@@ -104,12 +104,15 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc):
     B's parts back through shared memory. a splits here, in registers. The step's three
     products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
     tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
-    2026-12-06, bench/tf32_split.py)."""
+    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a NaN in the small products: an inf input
+    meeting a zero part there (0 * inf), where a @ b is inf. Unmasked (the kernel's fast loop),
+    such a NaN reaches the output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
     a_lo = a - a_hi
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
-    step = tl.where(step == step, step, 0.0)  # inf * 0 in a small product: hi * hi alone carries an inf
+    if MASK_NAN:  # inf * 0 in a small product: hi * hi alone carries an inf
+        step = tl.where(step == step, step, 0.0)
     return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
 
 

@@ -138,7 +138,7 @@ def rna_tf32(x):
 
 
 @triton.jit
-def tf32x3_split_dot(a, b_hi, b_lo, acc):
+def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
 
     b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
@@ -146,12 +146,15 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc):
     B's parts back through shared memory. a splits here, in registers. The step's three
     products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
     tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
-    2026-12-06, bench/tf32_split.py)."""
+    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a NaN in the small products: an inf input
+    meeting a zero part there (0 * inf), where a @ b is inf. Unmasked (the kernel's fast loop),
+    such a NaN reaches the output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
     a_lo = a - a_hi
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
-    step = tl.where(step == step, step, 0.0)  # inf * 0 in a small product: hi * hi alone carries an inf
+    if MASK_NAN:  # inf * 0 in a small product: hi * hi alone carries an inf
+        step = tl.where(step == step, step, 0.0)
     return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
 
 
@@ -321,7 +324,7 @@ def gemm_0_gemm_kernel(
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
             b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = tf32x3_split_dot(a, b, b_lo, acc)
+            acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=False)
             blo_ptrs += BLOCK_K * s_bk
         elif PRECISION == "bf16x6":
             acc, comp = bf16x6_dot(a, b, acc, comp)
@@ -331,6 +334,23 @@ def gemm_0_gemm_kernel(
         b_ptrs += BLOCK_K * s_bk
     if PRECISION == "bf16x6":  # comp is what the last adds rounded away, with its sign flipped
         acc = acc - comp
+    if SPLIT_B:  # the fast loop leaves a small product's inf * 0 unmasked: a NaN in the tile (only where an
+        # input holds an inf or a NaN) redoes the tile with the mask, so the common case pays one check
+        if tl.max(tl.where(acc == acc, 0, 1)) > 0:
+            a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+            b_ptrs = b_ptr + b_offs
+            blo_ptrs = blo_ptr + b_offs
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=1):
+                ks = k0 + offs_k
+                k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+                b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=True)
+                blo_ptrs += BLOCK_K * s_bk
+                a_ptrs += BLOCK_K * s_ak
+                b_ptrs += BLOCK_K * s_bk
 
     out_ok = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum
