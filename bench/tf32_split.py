@@ -24,9 +24,6 @@ it), at SIZE^3 (default 4096 and 8192):
   loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
   3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel;
-- ``template_nomask``: a timing probe, not a design to ship: the template's split with its
-  per-step NaN mask (``step == step``, 64 compares and selects a thread a K step at
-  128x128) taken out, to show what that mask costs against the skill, which has none;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -155,11 +152,6 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     mm = getattr(load_source(rendered.source, folder / "mm_template.py"), rendered.entry)
     for split_b in (False, True):
         runs[f"template:split_b={split_b}"] = lambda s=split_b: mm(a, b, split_b=s)
-    mask = "    step = tl.where(step == step, step, 0.0)"
-    unmasked = "".join(line for line in rendered.source.splitlines(keepends=True) if not line.startswith(mask))
-    assert unmasked != rendered.source, "the template's split no longer has the NaN mask this probe removes"
-    mm_nomask = getattr(load_source(unmasked, folder / "mm_template_nomask.py"), rendered.entry)
-    runs["template_nomask:split_b=True"] = lambda: mm_nomask(a, b, split_b=True)
     for a_split in (False, True):
         for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
@@ -186,9 +178,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     fast = [label for label, row in timed.items()
             if ":" in label and row.get("median_ms") and row.get("within_goal_err")]
     best = {}
-    families = ("skill", "template", "template_nomask",
-                *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS))
-    for family in families:
+    for family in ("skill", "template", *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS)):
         mine = [label for label in fast if label.split(":")[0] == family]
         if mine:
             label = min(mine, key=lambda key: timed[key]["median_ms"])
