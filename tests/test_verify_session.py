@@ -384,6 +384,23 @@ def test_an_out_of_memory_error_is_the_candidates_only_when_it_held_the_memory()
     assert gpu_memory_short(ValueError("shapes differ"), others) is None
 
 
+def test_the_cuda_runtimes_out_of_memory_error_is_gpu_memory_not_a_crash():
+    """torch raises the runtime's cudaErrorMemoryAllocation as an AcceleratorError whose text
+    starts "CUDA error", the mark of a crash; with other processes holding the memory it is
+    gpu_memory (verified again alone), and the candidate's own when it held the memory."""
+    from kernelrag.verify.faults import classify
+
+    class AcceleratorError(RuntimeError):
+        pass
+
+    text = ("CUDA error: out of memory\nSearch for `cudaErrorMemoryAllocation' in "
+            "https://docs.nvidia.com/cuda/cuda-runtime-api/group__CUDART__TYPES.html for more information.")
+    assert classify(AcceleratorError(text), _FakeTorch(free_gib=0.1, mine_gib=0.4)) == "gpu_memory"
+    assert classify(AcceleratorError(text), _FakeTorch(free_gib=0.1, mine_gib=120.0)) == "crashed"
+    assert classify(AcceleratorError("CUDA error: an illegal memory access was encountered"),
+                    _FakeTorch(free_gib=0.1, mine_gib=0.4)) == "crashed"
+
+
 def test_a_session_verifies_once_more_a_candidate_left_untimed_by_other_processes_memory():
     from kernelrag.verify.session import _timed_once_more
 

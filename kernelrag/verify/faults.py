@@ -26,10 +26,18 @@ def error_text(exc: BaseException, candidate_path: str = "") -> str:
 OWN_MEMORY_SHARE = 0.5
 
 
+# How an exception's text says the GPU ran out of memory: the caching allocator's
+# OutOfMemoryError, and the CUDA runtime's own cudaErrorMemoryAllocation, which torch raises as
+# an AcceleratorError ("CUDA error: out of memory") where a call allocates outside the caching
+# allocator (an H100 suite run, 2026-12-07: two tasks' get_inputs while four others held the GPU)
+OUT_OF_MEMORY_MARKS = ("OutOfMemoryError", "CUDA out of memory", "CUDA error: out of memory",
+                       "cudaErrorMemoryAllocation")
+
+
 def out_of_memory(error: object) -> bool:
     """The error (an exception or its text) says the GPU ran out of memory."""
     text = error if isinstance(error, str) else f"{type(error).__name__}: {error}"
-    return "OutOfMemoryError" in text or "CUDA out of memory" in text
+    return any(mark in text for mark in OUT_OF_MEMORY_MARKS)
 
 
 def gpu_memory_short(exc: BaseException, torch: object) -> str | None:
