@@ -45,8 +45,13 @@ def test_fp32_roofline_uses_the_fastest_path_that_passes_the_tolerance():
     ceilings = {**H200, "fp32_paths": FP32_PATHS}
     flops = 2 * 4096**3
     r = rl.roofline(flops, 3 * 4096**2 * 4, 1.5, ceilings, dtype="float32", rel_norm_tol=1e-5)
-    assert r["ceiling"].startswith("fp32 via tf32x3") and "93.0 TFLOP/s" in r["ceiling"]
-    assert r["frac_compute"] == pytest.approx(flops / 1.5e-3 / 1e12 / 93.0)
+    # 3xTF32 is three TF32 products: its ceiling is TF32's 362 / 3, above the measured kernel's 93
+    assert r["ceiling"].startswith("fp32 via tf32x3") and r["ceiling"].endswith(": 120.7 TFLOP/s")
+    assert "kernel's 93.0 TFLOP/s" in r["ceiling"]
+    assert r["frac_compute"] == pytest.approx(flops / 1.5e-3 / 1e12 / (362.0 / 3))
+    slow_tf32 = {**FP32_PATHS, "tf32": {**FP32_PATHS["tf32"], "tflops": 240.0}}     # 80 < 93: the kernel's rate
+    r = rl.roofline(flops, 0, 1.5, {**H200, "fp32_paths": slow_tf32}, dtype="float32", rel_norm_tol=1e-5)
+    assert r["ceiling"].endswith(": 93.0 TFLOP/s") and "bounded" not in r["ceiling"]
     loose = rl.roofline(flops, 0, 1.5, ceilings, dtype="float32", rel_norm_tol=1e-3)   # TF32 passes
     assert loose["ceiling"].startswith("fp32 via tf32") and "362.0" in loose["ceiling"]
     strict = rl.roofline(flops, 0, 3.0, ceilings, dtype="float32", rel_norm_tol=1e-7)  # nothing passes

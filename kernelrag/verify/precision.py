@@ -21,7 +21,11 @@ else the ``input_precision=`` literals in its source.
 The honest compute ceiling of an fp32 task is the fastest measured path whose error
 still passes the task's tolerance (``ceilings.measure_ceilings`` measures each path's
 rate and its error against fp64); a bf16 ceiling would flatter nothing and judge an
-fp32 kernel against a rate no fp32-accurate path reaches.
+fp32 kernel against a rate no fp32-accurate path reaches. A split path's rate is bounded
+by the tensor-core products it issues: 3xTF32 is three TF32 products, so its ceiling is
+the measured TF32 rate / 3 where that is above the measured tf32x3 kernel (that kernel is
+one design; the lowering's, which splits B before the K loop, outran it by 12% on an H100
+on 2026-12-07, which a ceiling must not allow).
 
 Standard library only.
 """
@@ -40,6 +44,8 @@ PATH_NOTES = {
 }
 # measured fp32 paths in the ceilings, fastest-first is decided by the numbers, not this order
 FP32_PATH_KEYS = ("ieee", "tf32", "tf32x3")
+# TF32 tensor-core products a split path issues per product: its rate is at most TF32's / this
+TF32_PRODUCTS = {"tf32x3": 3}
 
 
 def source_precisions(source: str) -> list[str]:
@@ -97,17 +103,31 @@ def fp32_ceiling(ceilings: dict[str, Any], rel_norm_tol: float | None) -> tuple[
     paths = ceilings.get("fp32_paths")
     if isinstance(paths, dict) and paths:
         tol = float(rel_norm_tol) if rel_norm_tol is not None else 1e-5
-        passing = [(float(p["tflops"]), name, p) for name, p in paths.items()
+        passing = [(_path_bound(paths, name, p), name, p) for name, p in paths.items()
                    if isinstance(p, dict) and _positive(p.get("tflops")) and _finite(p.get("rel_err"))
                    and float(p["rel_err"]) <= tol]
         if passing:
-            tflops, name, info = max(passing, key=lambda x: x[0])
+            (tflops, bound), name, info = max(passing, key=lambda x: x[0][0])
             return tflops, (f"fp32 via {name} ({info.get('how', name)}, relative error "
-                            f"{float(info['rel_err']):.2g} <= tolerance {tol:.2g})")
+                            f"{float(info['rel_err']):.2g} <= tolerance {tol:.2g}{bound})")
     value = ceilings.get("fp32_tflops")
     if _positive(value):
         return float(value), "fp32 via cuBLAS IEEE fp32 (TF32 off)"
     return None, None
+
+
+def _path_bound(paths: dict[str, Any], name: str, info: dict[str, Any]) -> tuple[float, str]:
+    """(TFLOP/s, how it was bounded) of one measured path: a split path's rate is raised to the
+    measured TF32 rate over its TF32 products when that is higher."""
+    measured = float(info["tflops"])
+    tf32 = paths.get("tf32")
+    products = TF32_PRODUCTS.get(name)
+    if products and isinstance(tf32, dict) and _positive(tf32.get("tflops")):
+        bound = float(tf32["tflops"]) / products
+        if bound > measured:
+            return bound, (f"; bounded by {products} TF32 products at the measured TF32 rate, above the "
+                           f"kernel's {measured:.1f} TFLOP/s")
+    return measured, ""
 
 
 def _finite(value: Any) -> bool:
