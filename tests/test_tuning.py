@@ -162,19 +162,27 @@ def test_fp32_gemm_bench_records_each_path_against_cublas_fp32(tmp_path):
         "ieee": {"median_ms": 2.7, "tflops": 51.0, "rel_err": 1.1e-6, "how": "cuBLAS fp32"},
         "tf32": {"median_ms": 0.38, "tflops": 362.0, "rel_err": 2.9e-4, "how": "cuBLAS TF32"},
         "skill_tf32x3": {"median_ms": 1.3, "tflops": 105.0, "rel_err": 2.5e-7, "how": "skill"},
-        "skill_tf32x3_b_kmajor": {"median_ms": 3.0, "tflops": 45.0, "rel_err": 2.5e-7, "how": "skill"}}}
+        "skill_tf32x3_b_kmajor": {"median_ms": 3.0, "tflops": 45.0, "rel_err": 2.5e-7, "how": "skill"},
+        "template_tf32x3": {"median_ms": 1.25, "tflops": 110.0, "rel_err": 2.4e-7, "how": "template"}}}
     bench.path_evidence(tuner, row)
     got = {r["variant"]: (r["outcome"], r["speedup_vs_eager"])
            for r in graph.why("matmul", "tensor_cores").records if r.get("variant", "").startswith("path:")}
     assert got == {"path:tf32": ("incorrect", float(f"{2.7 / 0.38:.4g}")),
                    "path:skill_tf32x3": ("success", float(f"{2.7 / 1.3:.4g}")),
-                   "path:skill_tf32x3_b_kmajor": ("slower", 0.9)}
+                   "path:skill_tf32x3_b_kmajor": ("slower", 0.9),
+                   "path:template_tf32x3": ("success", float(f"{2.7 / 1.25:.4g}"))}
+    for entry in row["paths"].values():
+        entry["x_cublas_fp32"] = entry["tflops"] / 51.0
+    assert bench.goal_row(row) == {"path": "template_tf32x3", "x_cublas_fp32": 110.0 / 51.0, "rel_err": 2.4e-7,
+                                   "met": True}                       # the faster of kernelrag's two paths
+    row["paths"]["template_tf32x3"]["rel_err"] = 2e-6
+    assert bench.goal_row(row)["met"] is False                         # fast, but past the 1e-6 bound
     autotune(_key(), CONFIGS, lambda c: c["BLOCK_M"], lambda out: (True, "ok"), TuningStore(tmp_path / "c"),
              graph=graph, pattern="matmul", timer=FakeTimer({64: 2.0, 128: 1.0, 256: 1.5}))
-    assert bench.write_evidence(tmp_path / "ev.jsonl", graph) == 6            # 3 paths + 3 configurations
+    assert bench.write_evidence(tmp_path / "ev.jsonl", graph) == 7            # 4 paths + 3 configurations
     lines = [json.loads(line) for line in (tmp_path / "ev.jsonl").read_text().splitlines()]
     reloaded = ReasoningGraph(load_settings(home=tmp_path / "other"))
-    assert len(reloaded.record_many(lines)) == 6                               # valid evidence records
+    assert len(reloaded.record_many(lines)) == 7                               # valid evidence records
 
 
 # --- the configuration search through the verifier (kernelrag/memory/config_search.py) ---
