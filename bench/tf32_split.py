@@ -23,7 +23,9 @@ it), at SIZE^3 (default 4096 and 8192):
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
   loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
-  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel;
+  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel,
+  at the launcher's own tile and at each of ``TEMPLATE_TILES`` (the split's tile table
+  replaced by that one row for the call): the candidates for that table;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -45,6 +47,9 @@ from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
 SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
 CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the template's split; each compiles for
+# sm_90 without spilling and within 227 KB of shared memory (180 KB at 4 stages)
+TEMPLATE_TILES = ((128, 128, 32, 8, 4), (128, 128, 16, 8, 6), (64, 128, 32, 4, 3), (128, 64, 32, 4, 3))
 SKILL = load_module(SKILLS["matmul_tf32x3"][0], "skill_matmul_tf32x3")
 _rna_tf32 = SKILL._rna_tf32        # the skill's rounding and split pass: the survey's kernels use them
 
@@ -149,9 +154,19 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     from kernelrag.draft.lower.gemm_spec import GemmSpec
 
     rendered = render_gemm(GemmSpec(name="mm"))
-    mm = getattr(load_source(rendered.source, folder / "mm_template.py"), rendered.entry)
+    module = load_source(rendered.source, folder / "mm_template.py")
+    mm, table = getattr(module, rendered.entry), module.GEMM_TILES_TF32X3_SPLIT
+
+    def template(split_b: bool, tile: tuple | None = None):
+        # a row of the emitted table: (cuda, min M, min N, min K, min programs, tile)
+        module.GEMM_TILES_TF32X3_SPLIT = table if tile is None else ((a.is_cuda, 0, 0, 0, 0, tile),)
+        return mm(a, b, split_b=split_b)
+
     for split_b in (False, True):
-        runs[f"template:split_b={split_b}"] = lambda s=split_b: mm(a, b, split_b=s)
+        runs[f"template:split_b={split_b}"] = lambda s=split_b: template(s)
+    for tile in TEMPLATE_TILES:
+        label = "template:split_b=True,BM={},BN={},BK={},warps={},stages={}".format(*tile)
+        runs[label] = lambda t=tile: template(True, t)
     for a_split in (False, True):
         for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
