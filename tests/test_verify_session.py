@@ -401,6 +401,22 @@ def test_the_cuda_runtimes_out_of_memory_error_is_gpu_memory_not_a_crash():
                     _FakeTorch(free_gib=0.1, mine_gib=0.4)) == "crashed"
 
 
+def test_gpu_holders_names_each_process_and_what_it_runs(tmp_path):
+    from kernelrag.verify.faults import gpu_holders
+
+    for pid, args in ((101, ["python3", "-P", "-m", "kernelrag.verify.reference"]), (202, ["/usr/bin/python3", "x.py"])):
+        (tmp_path / str(pid)).mkdir()
+        (tmp_path / str(pid) / "cmdline").write_bytes("\0".join(args).encode() + b"\0")
+    text = gpu_holders(lambda: "101, 20480\n202, 1024\n303, 512\n[N/A], [N/A]\n", proc_root=str(tmp_path))
+    assert text == ("20.0 GiB pid 101 (kernelrag.verify.reference), 1.0 GiB pid 202 (python3), "
+                    "0.5 GiB pid 303 (not visible here)")
+    assert gpu_holders(lambda: "", proc_root=str(tmp_path)) is None
+
+    def missing():
+        raise FileNotFoundError("nvidia-smi")
+    assert gpu_holders(missing) is None
+
+
 def test_a_session_verifies_once_more_a_candidate_left_untimed_by_other_processes_memory():
     from kernelrag.verify.session import _timed_once_more
 

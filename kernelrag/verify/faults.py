@@ -2,7 +2,10 @@
 traceback, and the kind of failure (compile error, crash, not checkable, runtime)."""
 from __future__ import annotations
 
+import os
+import subprocess
 import traceback
+from typing import Callable
 
 
 def error_text(exc: BaseException, candidate_path: str = "") -> str:
@@ -80,3 +83,38 @@ def classify(exc: BaseException, torch: object = None) -> str:
     if type(exc).__module__.startswith("triton") or "CompilationError" in type(exc).__name__:
         return "compile_error"
     return "runtime"
+
+
+def gpu_holders(query: Callable[[], str] | None = None, proc_root: str = "/proc") -> str | None:
+    """Who holds the GPU's memory, largest first, for a warning: each compute process's MiB
+    (``nvidia-smi --query-compute-apps``) and what it runs (the ``-m`` module of a kernelrag
+    process, else its program's name); None where nvidia-smi cannot say. A verification
+    alone in its session that still ran short names what else held the memory this way."""
+    try:
+        text = (query or _query_compute_apps)()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    rows = []
+    for line in text.splitlines():
+        pid, _, mib = (part.strip() for part in line.partition(","))
+        if pid.isdigit() and mib.isdigit():
+            rows.append((int(mib), int(pid)))
+    if not rows:
+        return None
+    return ", ".join(f"{mib / 1024:.1f} GiB pid {pid} ({_process_role(pid, proc_root)})"
+                     for mib, pid in sorted(rows, reverse=True))
+
+
+def _query_compute_apps() -> str:
+    return subprocess.run(["nvidia-smi", "--query-compute-apps=pid,used_memory", "--format=csv,noheader,nounits"],
+                          capture_output=True, text=True, timeout=10, check=True).stdout
+
+
+def _process_role(pid: int, proc_root: str) -> str:
+    try:
+        args = open(f"{proc_root}/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+    except OSError:
+        return "not visible here"
+    if "-m" in args[:-1]:
+        return args[args.index("-m") + 1]
+    return os.path.basename(args[0]) if args and args[0] else "unknown"

@@ -47,6 +47,7 @@ from typing import Any, Callable, Iterable
 from kernelrag.errors import KernelRAGError
 from kernelrag.verify.pipeline import DEVICES, _cache_dir, _resolve_device, declared_tolerance, verify, verify_source
 from kernelrag.verify.baselines import Baselines
+from kernelrag.verify.faults import gpu_holders
 from kernelrag.verify.gate import GpuGate, MemoryRoom
 from kernelrag.verify.processes import (give_back, in_background, reference_key, reference_server, warm_zygote,
                                         zygotes_enabled)
@@ -336,6 +337,10 @@ def _timed_once_more(call: Callable[[], Verdict], room: MemoryRoom | None = None
         again = call()
     again.warnings.append("verified twice: the first time the GPU's memory was held by other processes, "
                           "the second time alone in this session")
+    if getattr(again, "untimed_cause", None) == "gpu_memory":   # short even alone: say who held the memory
+        holders = gpu_holders()
+        if holders:
+            again.warnings.append(f"GPU memory after the second try: {holders}")
     return again
 
 
