@@ -146,15 +146,17 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     B's parts back through shared memory. a splits here, in registers. The step's three
     products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
     tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
-    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a NaN in the small products: an inf input
-    meeting a zero part there (0 * inf), where a @ b is inf. Unmasked (the kernel's fast loop),
-    such a NaN reaches the output; the kernel then redoes that tile masked."""
+    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a non-finite sum of the small products,
+    which only an inf input makes, where a @ b is inf or NaN and a_hi * b_hi carries it: an inf
+    meeting a zero part (0 * inf = NaN), or b = inf meeting a_lo, whose sign is a_hi's in half
+    the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
+    output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
     a_lo = a - a_hi
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
-    if MASK_NAN:  # inf * 0 in a small product: hi * hi alone carries an inf
-        step = tl.where(step == step, step, 0.0)
+    if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign
+        step = tl.where(step - step == 0.0, step, 0.0)  # than a_hi * inf): hi * hi alone carries the inf
     return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
 
 
