@@ -14,6 +14,9 @@ it), at SIZE^3 (default 4096 and 8192):
   registers) and issues three TF32 dots, lo terms first;
 - ``split_ab``: A split the same way in its own pass too, so the loop only loads and
   multiplies (four tiles a K step);
+- ``+small``: the large product of each step in a fresh tile added in fp32, the two small
+  ones in a loop-carried tensor-core accumulator of their own over all of K (the template's
+  design since 2026-12-07: one tensor-core wait a K step in the sm_90 PTX, against three);
 - ``+chunkN``: the three products of N K steps are summed in a fresh tensor-core accumulator,
   then added to the fp32 total (``chunk1`` is the skill's SPLIT=1 / SPLIT=2 form, as
   ``tl.dot``'s own tf32x3 sums each step apart); ``chunk0``: one tensor-core accumulator over
@@ -23,7 +26,8 @@ it), at SIZE^3 (default 4096 and 8192):
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
   loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
-  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel,
+  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel
+  (``+small``'s design),
   at the launcher's own tile and at each of ``TEMPLATE_TILES`` (the split's tile table
   replaced by that one row for the call): the candidates for that table;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
@@ -58,11 +62,14 @@ _rna_tf32 = SKILL._rna_tf32        # the skill's rounding and split pass: the su
 def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
                       A_SPLIT: tl.constexpr, STEPS: tl.constexpr, FRESH: tl.constexpr,
                       BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr,
-                      GROUP_M: tl.constexpr):
+                      GROUP_M: tl.constexpr, SMALL: tl.constexpr = False):
     """C [M, N] = A [M, K] @ B, all contiguous, B given as its parts B^T_hi, B^T_lo [N, K].
     A_SPLIT: A given as its parts (a_ptr = hi, alo_ptr = lo), else split here in registers.
     FRESH: every STEPS K steps are summed in a fresh tensor-core accumulator, then added to the
-    fp32 total; else one tensor-core accumulator runs over all of K."""
+    fp32 total; else one tensor-core accumulator runs over all of K. SMALL: the two small
+    products go into a tensor-core accumulator of their own over all of K (loop-carried, the
+    form the compiler keeps asynchronous; their error is ~2^-11 of the result's), only the
+    large one into the fresh tile."""
     pid = tl.program_id(0)
     num_pid_m = tl.cdiv(M, BLOCK_M)
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -79,6 +86,7 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
     m_ok = offs_m[:, None] < M
     n_ok = offs_n[:, None] < N
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     for k0 in range(0, K, BLOCK_K * STEPS):
         if FRESH:
             part = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -95,20 +103,27 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
                 a_lo = a - a_hi
             b_hi = tl.trans(tl.load(bhi_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
             b_lo = tl.trans(tl.load(blo_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
-            part = tl.dot(a_lo, b_hi, part, input_precision="tf32")
-            part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
-            part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
+            if SMALL:   # the large product first: its wait can come after the small ones are issued
+                part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
+                small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
+                small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
+            else:
+                part = tl.dot(a_lo, b_hi, part, input_precision="tf32")
+                part = tl.dot(a_hi, b_lo, part, input_precision="tf32")
+                part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
             a_offs += BLOCK_K
             b_offs += BLOCK_K
         if FRESH:
             acc += part
         else:
             acc = part
+    if SMALL:
+        acc += small
     c_offs = offs_m[:, None].to(tl.int64) * N + offs_n[None, :]
     tl.store(c_ptr + c_offs, acc, mask=m_ok & (offs_n[None, :] < N))
 
 
-def split_gemm(a, b, config: tuple, a_split: bool, chunk: int):
+def split_gemm(a, b, config: tuple, a_split: bool, chunk: int, small: bool = False):
     """C = a @ b through the split kernel; the split passes are part of the call."""
     import torch
 
@@ -120,6 +135,7 @@ def split_gemm(a, b, config: tuple, a_split: bool, chunk: int):
     bm, bn, bk, warps, stages = config
     split_gemm_kernel[(triton.cdiv(M, bm) * triton.cdiv(N, bn),)](
         ahi, alo if a_split else ahi, bhi, blo, c, M, N, K, A_SPLIT=a_split, STEPS=max(chunk, 1), FRESH=chunk > 0,
+        SMALL=small,
         BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, num_warps=warps, num_stages=stages)
     return c
 
@@ -168,6 +184,10 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         label = "template:split_b=True,BM={},BN={},BK={},warps={},stages={}".format(*tile)
         runs[label] = lambda t=tile: template(True, t)
     for a_split in (False, True):
+        for config in SPLIT_CONFIGS:     # the small products apart, the large one fresh each step
+            label = f"{'split_ab' if a_split else 'split_b'}+small:" + "BM={},BN={},BK={},warps={},stages={}".format(
+                *config)
+            runs[label] = lambda c=config, s=a_split: split_gemm(a, b, c, s, 1, small=True)
         for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
             for config in SPLIT_CONFIGS:
                 label = (f"{'split_ab' if a_split else 'split_b'}+chunk{chunk}:"
@@ -193,7 +213,9 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     fast = [label for label, row in timed.items()
             if ":" in label and row.get("median_ms") and row.get("within_goal_err")]
     best = {}
-    for family in ("skill", "template", *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS)):
+    families = ("skill", "template", "split_b+small", "split_ab+small",
+                *(f"split_{ops}+chunk{c}" for ops in ("b", "ab") for c in CHUNKS))
+    for family in families:
         mine = [label for label in fast if label.split(":")[0] == family]
         if mine:
             label = min(mine, key=lambda key: timed[key]["median_ms"])
