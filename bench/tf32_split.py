@@ -16,15 +16,16 @@ it), at SIZE^3 (default 4096 and 8192):
   multiplies (four tiles a K step);
 - ``+small``: the large product of each step in a fresh tile added in fp32, the two small
   ones in a loop-carried tensor-core accumulator of their own over all of K (the template's
-  design since 2026-12-07: one tensor-core wait a K step in the sm_90 PTX, against three);
+  and the skill's design since 2026-12-07: one tensor-core wait a K step in the sm_90 PTX,
+  against three);
 - ``+chunkN``: the three products of N K steps are summed in a fresh tensor-core accumulator,
-  then added to the fp32 total (``chunk1`` is the skill's SPLIT=1 / SPLIT=2 form, as
-  ``tl.dot``'s own tf32x3 sums each step apart); ``chunk0``: one tensor-core accumulator over
+  then added to the fp32 total (``chunk1``: each step apart, as ``tl.dot``'s own tf32x3 sums
+  them, the skill's SPLIT=1 / SPLIT=2 form before 2026-12-07); ``chunk0``: one tensor-core accumulator over
   all of K. On an H100 (2026-12-06) chunk0 ran at up to 115 TFLOP/s (2.25x cuBLAS fp32) with
   a relative error of 5.7e-5 at 8192^3: the tensor cores' accumulation over all of K is what
   loses the accuracy that 3xTF32 exists for;
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
-  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``chunk1``, in the skill's form;
+  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``+small``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
   3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel
   (``+small``'s design),
@@ -50,7 +51,7 @@ from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
 SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
-CHUNKS = (2, 4)     # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
+CHUNKS = (1, 2, 4)  # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the template's split; each compiles for
 # sm_90 without spilling and within 227 KB of shared memory (180 KB at 4 stages)
 TEMPLATE_TILES = ((128, 128, 32, 8, 4), (128, 128, 16, 8, 6), (64, 128, 32, 4, 3), (128, 64, 32, 4, 3))
@@ -188,7 +189,7 @@ def survey(name: str, folder: Path, iters: int) -> dict:
             label = f"{'split_ab' if a_split else 'split_b'}+small:" + "BM={},BN={},BK={},warps={},stages={}".format(
                 *config)
             runs[label] = lambda c=config, s=a_split: split_gemm(a, b, c, s, 1, small=True)
-        for chunk in CHUNKS:         # CHUNK 1 is the skill's SPLIT=1 and SPLIT=2 configs above
+        for chunk in CHUNKS:
             for config in SPLIT_CONFIGS:
                 label = (f"{'split_ab' if a_split else 'split_b'}+chunk{chunk}:"
                          + "BM={},BN={},BK={},warps={},stages={}".format(*config))

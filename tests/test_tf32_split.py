@@ -58,3 +58,23 @@ def test_every_design_and_config_computes_the_product(tmp_path):
             got = module.ModelNew()(a, bb)
             assert ((got.double() - want).norm() / want.norm()).item() < 1e-6, cfg
         assert module.CONFIGS[0].kwargs["SPLIT"] == cfg["SPLIT"]
+
+
+def test_split_configs_keep_the_infs_of_a_at_b(tmp_path):
+    """The split configs zero their small products' non-finite sum at the end: b = inf meeting
+    a remainder of A of the other sign (-inf + inf) or a zero part (0 * inf) would otherwise
+    turn A @ B's infs into NaN (the interpreter computes the same products in IEEE fp32)."""
+    torch.manual_seed(2)
+    a, b = torch.randn(40, 48), torch.randn(48, 36)
+    a[5, :8] = ((a[5, :8].view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)  # exact: a_lo = 0
+    b[7, 3], b[2, 9] = float("inf"), float("-inf")
+    a[11, 20] = float("inf")
+    want = a.double() @ b.double()
+    for split in (1, 2):
+        cfg = next(c for c in source_configs(SOURCE) if c["SPLIT"] == split)
+        cfg = {**cfg, "BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}
+        got = _load(tmp_path / f"inf_{split}.py", pinned_source(SOURCE, cfg)).ModelNew()(a, b).double()
+        assert torch.equal(got.isnan(), want.isnan()), split
+        assert torch.equal(got.isinf() & (got > 0), want.isinf() & (want > 0)), split
+        finite = want.isfinite()
+        assert ((got - want)[finite].norm() / want[finite].norm()).item() < 1e-6

@@ -21,18 +21,19 @@ inside the K loop; wgmma reads B from shared memory, so B's two parts go back th
 shared memory every K step. SPLIT=1: the pass that makes B K-major also splits it,
 writing B^T's two parts (hi = B rounded to TF32, lo = the rest rounded to TF32: 8 more
 bytes an element of B, once per call); the loop loads A's tile, splits it in registers
-(wgmma may take A from registers) and issues the three TF32 products, small ones first,
-into a fresh tile that is then added to the accumulator in fp32. SPLIT=2 splits A in a
-pass of its own too, so the loop only loads and multiplies. On an H100 (2026-12-06,
-bench/results/tf32-split-h100-2026-12-06-2319.json) SPLIT=1 ran 8192^3 at 97 TFLOP/s,
-1.98x cuBLAS fp32, against SPLIT=0's 86, at a relative error of 3.2e-7 (cuBLAS fp32:
-1.6e-6). The fresh tile is not optional: summing all of K in one tensor-core accumulator
-ran at 100-115 TFLOP/s with an error of 5.7e-5, as tl.dot's own tf32x3 also sums each
-step apart (tf32-split-h100-2026-12-06-2211.json). Infinities: an inf element meets a
-zero remainder of the other operand in a small product (0 * inf), so the split designs can
-return NaN where cuBLAS returns +-inf; SPLIT=0 (tl.dot's tf32x3) zeroes NaNs in the small
-products first, at the cost of a wait between the small and the large product every step.
-The checks draw finite inputs; for operands that may hold infinities pin a SPLIT=0 config.
+(wgmma may take A from registers) and issues the three TF32 products. SPLIT=2 splits A
+in a pass of its own too, so the loop only loads and multiplies. The large product of each
+K step goes into a fresh tile that is added to the accumulator in fp32: summing all of K in
+one tensor-core accumulator ran at 100-115 TFLOP/s with an error of 5.7e-5 (H100,
+bench/results/tf32-split-h100-2026-12-06-2211.json), as tl.dot's own tf32x3 also sums each
+step apart. The two small products, ~2^-11 of it, run in a tensor-core accumulator of their
+own over all of K, loop-carried, which the compiler keeps asynchronous: one tensor-core
+wait a K step in the sm_90 PTX, against three when all three go into the fresh tile (the
+form measured on an H100 on 2026-12-06: 97 TFLOP/s at 8192^3, 1.98x cuBLAS fp32, error
+3.2e-7; tf32-split-h100-2026-12-06-2319.json). Infinities: an inf meeting a zero part
+(0 * inf), or b = inf meeting a remainder of A whose sign is not its large part's
+(-inf + inf), makes the small sum NaN where A @ B is +-inf; the large products carry the
+inf, so the small sum's non-finite entries are zeroed once, at the end.
 
 Tiles. One program per BLOCK_M x BLOCK_N tile of C, grouped (L2-friendly)
 program order, fp32 accumulation in registers, C written once. The configs
@@ -51,9 +52,10 @@ import triton.language as tl
 
 # Smallest tile first: a checker that runs only the first config still crosses tile boundaries.
 # CONFIGS[0]'s SPLIT names the design an unpinned launch autotunes over (a pinned one is first):
-# SPLIT=1, the fastest at 8192^3 on an H100 (2026-12-06, bench/results/tf32-split-h100-2026-12-06-2319.json:
-# 128x128x32, GROUP_M 16, 8 warps, 3 stages, 97 TFLOP/s against SPLIT=0's best 86); the SPLIT=0
-# tiles stay for the configuration search and its evidence.
+# SPLIT=1, the fastest at 8192^3 on an H100 in its former form, all three products in the fresh tile
+# (2026-12-06, bench/results/tf32-split-h100-2026-12-06-2319.json: 128x128x32, GROUP_M 16, 8 warps,
+# 3 stages, 97 TFLOP/s against SPLIT=0's best 86); the SPLIT=0 tiles stay for the configuration
+# search and its evidence.
 CONFIGS = [
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 16, "SPLIT": 1}, num_warps=8, num_stages=3),
@@ -164,6 +166,7 @@ def matmul_tf32x3_kernel(
     bt_offs = offs_n[:, None].to(tl.int64) * stride_btn + offs_k[None, :] * stride_btk
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator for the whole K loop
+    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT >= 1: the small products' sum
     for k0 in range(0, K, BLOCK_K):
         k_ok = (k0 + offs_k) < K  # zero-padded K tail adds nothing to the dot
         a_ok = (offs_m[:, None] < M) & k_ok[None, :]
@@ -181,14 +184,16 @@ def matmul_tf32x3_kernel(
                 a_hi = _rna_tf32(a)
                 a_lo = a - a_hi
             bt_lo = tl.trans(tl.load(btlo_ptr + bt_offs, mask=b_ok, other=0.0))
-            # The step's three products (PRECISION is "tf32" here), the small ones first, summed
-            # in a fresh tile, then added to acc in fp32 (see the docstring: one tensor-core
-            # accumulator over all of K lost 5.7e-5 relative at K = 8192).
-            step = tl.dot(a_lo, bt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision=PRECISION)
-            step = tl.dot(a_hi, bt_lo, step, input_precision=PRECISION)
-            acc += tl.dot(a_hi, bt, step, input_precision=PRECISION)
+            # PRECISION is "tf32" here. The large product in a fresh tile added in fp32 (one
+            # tensor-core accumulator over all of K lost 5.7e-5 relative at K = 8192), the small
+            # ones in their own loop-carried accumulator (see the docstring)
+            acc += tl.dot(a_hi, bt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision=PRECISION)
+            small = tl.dot(a_lo, bt, small, input_precision=PRECISION)
+            small = tl.dot(a_hi, bt_lo, small, input_precision=PRECISION)
         a_offs += BLOCK_K * stride_ak
         bt_offs += BLOCK_K * stride_btk
+    if SPLIT != 0:  # an inf input's NaN in the small sum: the large products carry the inf
+        acc += tl.where(small - small == 0.0, small, 0.0)
 
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
