@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import subprocess
 import traceback
+from pathlib import Path
 from typing import Callable
 
 
@@ -112,7 +113,7 @@ def _query_compute_apps() -> str:
 
 def _process_role(pid: int, proc_root: str) -> str:
     try:
-        args = open(f"{proc_root}/{pid}/cmdline", "rb").read().decode(errors="replace").split("\0")
+        args = Path(proc_root, str(pid), "cmdline").read_bytes().decode(errors="replace").split("\0")
     except OSError:
         return "not visible here"
     if "-m" in args[:-1]:

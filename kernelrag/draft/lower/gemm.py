@@ -22,9 +22,10 @@ CUDA too, the ``ieee`` variant), so the draft's variant name says which path an 
 product takes. On CUDA, 3xTF32 splits B once, in a pass before the kernel (``tf32_parts``: B's
 TF32 part and remainder, K-major, 12 bytes moved per element), and A in registers
 (``tf32x3_split_step``), where ``tl.dot``'s own "tf32x3" splits both tiles every K step and sends
-B's parts back through shared memory; each step's three products are summed in a fresh tile
-and added to the accumulator in fp32 (``split_b``; not when B's tile has a prologue, which acts on
-B and not on its parts, nor for a vector B). Hopper's TF32 MMA wants both operands K-major, so a
+B's parts back through shared memory; each step's large product goes into a fresh tile added
+to the accumulator in fp32, the small ones into a tensor-core accumulator of their own
+(``split_b``; not when B's tile has a prologue, which acts on B and not on its parts, nor for
+a vector B). Hopper's TF32 MMA wants both operands K-major, so a
 (K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
 ``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
