@@ -1,6 +1,9 @@
 """The conv template's layouts side by side on a GPU: each suite convolution lowered in every
 conv variant it is offered (``implicit_gemm``: the input gathered as it lies, NCHW;
-``channels_last``: K as (tap, channel), the input made channels-last once), all verified
+``channels_last``: K as (tap, channel), the input made channels-last once), and each
+implicit-GEMM draft again with its 3xTF32 weight split into TF32 parts before the kernel
+(``+split_weight``: the launcher's ``split_b`` forced on, the GEMM template's CUDA default,
+opt-in for convolutions until this times it), all verified
 through one ``VerifySession``, so every ratio is measured in one run against the same eager
 anchor. Writes a results file and one evidence record per verdict (the variant's
 transformations) into the reasoning graph of ``$KERNELRAG_HOME`` (``--no-record``: not), so
@@ -49,7 +52,21 @@ def drafts(tasks: list[Path], folder: Path) -> list[dict]:
             else:
                 row["reason"] = draft.reason
             rows.append(row)
+            split = split_weight(draft.source) if draft.ok else None
+            if split is not None:
+                path = folder / f"{task.stem}__{'_'.join(combo)}_split_weight.py"
+                path.write_text(split)
+                rows.append({**row, "variants": [*combo, "split_weight"], "candidate": str(path),
+                             "transformations": [*draft.transformations, "tf32_split_pass"]})
     return rows
+
+
+SPLIT_DEFAULT = "precision=None, split_b=None):"   # the conv launcher's signature, split off by default
+
+
+def split_weight(source: str) -> str | None:
+    """The draft with its conv launchers' weight split turned on, or None where it has none."""
+    return source.replace(SPLIT_DEFAULT, "precision=None, split_b=True):") if SPLIT_DEFAULT in source else None
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -93,15 +110,22 @@ def main(argv: list[str] | None = None) -> int:
         record_evidence(ReasoningGraph(load_settings()), records)
     ratios = {}          # per task: implicit GEMM time / channels-last time, the other variants equal
     timed = {(r["task"], tuple(r["variants"])): r["kernel_ms"] for r in rows if r.get("kernel_ms")}
+    split_ratios = {}    # per draft: its time / the same draft's time with the weight split
     for (task, combo), ms in timed.items():
         other = tuple("implicit_gemm" if v == "channels_last" else v for v in combo)
-        if "channels_last" in combo and (task, other) in timed:
+        if "channels_last" in combo and "split_weight" not in combo and (task, other) in timed:
             ratios[f"{task} ({'+'.join(combo)})"] = timed[(task, other)] / ms
+        unsplit = tuple(v for v in combo if v != "split_weight")
+        if "split_weight" in combo and (task, unsplit) in timed:
+            split_ratios[f"{task} ({'+'.join(unsplit)})"] = timed[(task, unsplit)] / ms
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
               "machine": {"platform": platform.platform(), "python": platform.python_version()},
               "versions": _versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
               "channels_last_speedup": ratios,
               "channels_last_speedup_geomean": statistics.geometric_mean(ratios.values()) if ratios else None,
+              "split_weight_speedup": split_ratios,
+              "split_weight_speedup_geomean": (statistics.geometric_mean(split_ratios.values())
+                                               if split_ratios else None),
               "evidence_records": len(records)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -109,6 +133,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{r['task']:<34} {'+'.join(r['variants']):<28} {r.get('status', r.get('reason', ''))!s:<12} "
               f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
     print(f"channels-last / implicit GEMM, kernel time ratio (>1: channels-last faster): {ratios}")
+    print(f"weight split / not, kernel time ratio (>1: split faster): {split_ratios}")
     print(f"wrote {args.out} ({report['wall_s']} s)")
     return 0
 

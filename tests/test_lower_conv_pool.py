@@ -261,3 +261,36 @@ def test_pool_epilogue_and_output_size():
         PoolSpec(2, "avg", (2, 2), (2, 2), (0, 0), (2, 2))
     with pytest.raises(LoweringError, match="more than half"):
         PoolSpec(1, "max", (2,), (2,), (2,))
+
+
+@pytest.mark.parametrize("spec,w_shape", [
+    (ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1), 2), (8, 2, 3, 3)),                        # groups
+    (ConvSpec(2, (3, 3), (2, 1), (1, 0), (1, 2), 1, channels_last=True), (6, 4, 3, 3)),    # channels-last
+    (ConvSpec(2, (3, 3), (2, 2), (1, 1), (1, 1), 1, transposed=True, output_padding=(1, 0)), (4, 6, 3, 3)),
+    (ConvSpec(1, (4,), (1,), (2,), (2,), 1, transposed=True), (4, 5, 4)),                  # dilated, masked
+])
+def test_weight_split_into_tf32_parts_before_the_kernel(spec, w_shape):
+    """SPLIT_B (opt-in for convolutions): the weight's TF32 parts made in one pass, in the
+    layout the kernel reads (per group, per output phase), A split in the K loop. Forced here,
+    where the interpreter computes the dots in IEEE fp32, so a missing or misplaced part shows
+    as an error near TF32's 1e-3; then an inf in the weight comes out as the unsplit kernel's
+    (padding or a missed tap is a zero A element, so 0 * inf is NaN there, as in PyTorch's
+    padded convolution but not its transposed one)."""
+    torch.manual_seed(5)
+    conv = load(render_conv(spec))
+    cin = w_shape[0] if spec.transposed else w_shape[1] * spec.groups
+    x, w = torch.randn(2, cin, *(9,) * spec.dims), torch.randn(w_shape)
+    fn = CONV_T[spec.dims] if spec.transposed else CONV[spec.dims]
+    args = ((spec.stride, spec.padding, spec.output_padding or 0, spec.groups, spec.dilation) if spec.transposed
+            else (spec.stride, spec.padding, spec.dilation, spec.groups))
+    ref = fn(x.double(), w.double(), None, *args)
+    parts, splits = conv.__globals__["tf32_parts"], []
+    conv.__globals__["tf32_parts"] = lambda t: splits.append(t.shape) or parts(t)   # the split path ran
+    out = conv(x, w, precision="tf32x3", split_b=True)
+    assert (out.double() - ref).abs().max().item() < 1e-5 * ref.abs().max().item()
+    assert len(splits) == 1 and conv(x, w) is not None and len(splits) == 1      # the default: no split
+    w[0, 0].view(-1)[0] = float("inf")
+    ref = conv(x, w, precision="ieee", split_b=False)
+    out = conv(x, w, precision="tf32x3", split_b=True)
+    assert ref.isinf().any() and torch.equal(out.isnan(), ref.isnan())
+    assert torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0))

@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.gemm import TRANSPOSE_KERNEL
+from kernelrag.draft.lower.gemm import TF32X3_SPLIT, TRANSPOSE_KERNEL
 from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, rendered
 from kernelrag.draft.lower.tiles import CONV_TILES, PICK_TILE, table_source
 
@@ -215,7 +215,8 @@ def _kernel(spec: ConvSpec) -> str:
     head = (f"@triton.jit\ndef {name}_kernel(\n"
             f"    x_ptr,  # input [N, C_in, {', '.join(L)}] through its strides\n"
             f"    w_ptr,  # weight {'[prod(S), groups, Fg, K] per tap residue' if ph else '[groups, Fg, K]'}, "
-            "contiguous (K-major)\n"
+            "contiguous (K-major); its TF32 part when SPLIT_B\n"
+            "    wlo_ptr,  # SPLIT_B: the weight's TF32 remainder, laid out as the weight (otherwise not read)\n"
             f"    y_ptr,  # output [N, C_out, {', '.join(O)}] through its strides\n{extra_args}"
             "    NB, M, G, Fg, K, Cg,  # batch; GEMM rows, groups, output channels per group, GEMM depth, "
             "input channels per group\n"
@@ -230,6 +231,7 @@ def _kernel(spec: ConvSpec) -> str:
               "    BLOCK_N: tl.constexpr,  # output channels per program\n"
               "    BLOCK_K: tl.constexpr,  # (channel, tap) pairs per K step\n"
               "    PRECISION: tl.constexpr,  # tl.dot input_precision: \"ieee\" (CPU), \"tf32x3\" (3xTF32 on CUDA)\n"
+              "    SPLIT_B: tl.constexpr,  # 3xTF32 with the weight split into TF32 parts before the kernel\n"
               "):\n    pid = tl.program_id(0)\n")
     body = ""
     if ph:
@@ -246,11 +248,11 @@ def _kernel(spec: ConvSpec) -> str:
         rr = "res0"
         for i in range(1, D):       # the residue flattened, last dim fastest (the weight's order)
             rr = f"({rr}) * S{i} + res{i}"
-        body += f"    w_g = w_ptr + (({rr}) * G + g).to(tl.int64) * Fg * K\n"
+        body += f"    w_g = (({rr}) * G + g).to(tl.int64) * Fg * K  # this residue's and group's weight\n"
     else:
         body += "    g = tl.program_id(1)  # the group: its own slice of input and output channels\n"
         body += "    Mp = M\n"
-        body += "    w_g = w_ptr + g.to(tl.int64) * Fg * K\n"
+        body += "    w_g = g.to(tl.int64) * Fg * K  # this group's weight\n"
     sizes = spatial("J", D) if ph else O
     body += ("    num_pid_n = tl.cdiv(Fg, BLOCK_N)\n"
              "    offs_m = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)\n"
@@ -264,8 +266,10 @@ def _kernel(spec: ConvSpec) -> str:
     body += "".join(f"    o{i} = ph{i} + S{i} * j{i}\n" if ph else f"    o{i} = j{i}\n" for i in range(D))
     taps = " * ".join(spatial("T" if ph else "KS", D))
     body += ("    x_rows = x_ptr + n_idx.to(tl.int64) * s_xn + (g * Cg).to(tl.int64) * s_xc\n"
-             "    w_cols = w_g + offs_n[None, :].to(tl.int64) * K\n"
+             "    w_cols = w_ptr + w_g + offs_n[None, :].to(tl.int64) * K\n"
+             "    wlo_cols = wlo_ptr + w_g + offs_n[None, :].to(tl.int64) * K  # SPLIT_B: the remainder\n"
              "    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)\n"
+             "    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT_B: the small products' sum\n"
              "    for k0 in range(0, K, BLOCK_K):\n"
              "        ks = k0 + tl.arange(0, BLOCK_K)\n"
              "        k_ok = ks < K\n")
@@ -294,8 +298,18 @@ def _kernel(spec: ConvSpec) -> str:
     body += (f"        a_t = tl.load(x_rows[None, :] + c_idx[:, None].to(tl.int64) * s_xc + {offset}, mask=ok, "
              "other=0.0)\n"
              "        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
-             "        acc = tl.dot(tl.trans(a_t), b, acc, input_precision=PRECISION)\n")
+             + _multiply("tl.trans(a_t)"))
     return head + body + _store(spec)
+
+
+def _multiply(a: str) -> str:
+    """The K step's product of A (``a``, an expression) and the weight tile b: 3xTF32 with the
+    weight given as its TF32 parts (SPLIT_B, as the GEMM template's), else tl.dot at PRECISION."""
+    return ("        if SPLIT_B:  # b holds the weight's TF32 part: its remainder is loaded beside it, A splits here\n"
+            "            b_lo = tl.load(wlo_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
+            f"            acc, small = tf32x3_split_step({a}, b, b_lo, acc, small)\n"
+            "        else:\n"
+            f"            acc = tl.dot({a}, b, acc, input_precision=PRECISION)\n")
 
 
 def _channels_last_step(spec: ConvSpec) -> str:
@@ -316,12 +330,13 @@ def _channels_last_step(spec: ConvSpec) -> str:
     return text + (f"        a = tl.load(x_rows[:, None] + c_idx[None, :].to(tl.int64) * s_xc + {offset}, mask=ok, "
                    "other=0.0)\n"
                    "        b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
-                   "        acc = tl.dot(a, b, acc, input_precision=PRECISION)\n")
+                   + _multiply("a"))
 
 
 def _store(spec: ConvSpec) -> str:
     D = spec.dims
-    body = ("\n    out_ok = m_ok[:, None] & n_ok[None, :]\n"
+    body = ("    if SPLIT_B:\n        acc += tf32x3_small_sum(small)\n"
+            "\n    out_ok = m_ok[:, None] & n_ok[None, :]\n"
             "    co = g * Fg + offs_n  # absolute output channel\n"
             "    y_off = n_idx[:, None].to(tl.int64) * s_yn + co[None, :].to(tl.int64) * s_yc + "
             + " + ".join(f"o{i}[:, None].to(tl.int64) * s_y{i}" for i in range(D)) + "\n")
@@ -335,7 +350,7 @@ def _launcher(spec: ConvSpec) -> str:
     extras = [f"e{i}" for i in range(spec.n_extra)]
     what = "Transposed convolution" if spec.transposed else "Convolution"
     w_layout = "[C_in, C_out / groups, *KS]" if spec.transposed else "[C_out, C_in / groups, *KS]"
-    text = (f"def {name}(x, w, {''.join(f'{e}, ' for e in extras)}precision=None):\n"
+    text = (f"def {name}(x, w, {''.join(f'{e}, ' for e in extras)}precision=None, split_b=None):\n"
             f"    \"\"\"{what} of x [N, C_in, {', '.join(spatial('L', D))}] with weight {w_layout}, "
             "epilogue fused.\"\"\"\n" + launcher_sizes(spec, name))
     if spec.phases:
@@ -378,22 +393,29 @@ def _launcher(spec: ConvSpec) -> str:
              + extra_flags("[0] + list(range(2, D + 2))") +
              "    if precision is None:\n"
              "        precision = (\"tf32x3\" if x.is_cuda else \"ieee\") if x.dtype == torch.float32 else \"tf32\"\n"
+             "    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop (the\n"
+             "    # GEMM template's CUDA default; here opt-in until timed on a GPU: bench/conv_variants.py)\n"
+             "    split_b = bool(split_b) and precision == \"tf32x3\"\n"
+             "    wlo = wg\n"
+             "    if split_b:   # tf32_parts takes [..., K, N], returns K-major views: the weight stays [..., Fg, K]\n"
+             "        wg, wlo = (t.transpose(-1, -2) for t in tf32_parts(wg.transpose(-1, -2)))\n"
              "    BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,\n"
              "                                          lambda bm, bn: G * PH * _cdiv(M, bm) * _cdiv(Fg, bn))\n"
              "    BN = min(BN, max(16, _pow2(Fg)))\n"
              "    BK = min(BK, max(16, _pow2(K)))\n"
              "    grid = (_cdiv(M, BM) * _cdiv(Fg, BN), G * PH)\n"
              f"    {name}_kernel[grid](\n"
-             f"        x, wg, y, {''.join(f'extras[{i}], ' for i in range(spec.n_extra))}Nb, M, G, Fg, K, Cg, "
+             f"        x, wg, wlo, y, {''.join(f'extras[{i}], ' for i in range(spec.n_extra))}Nb, M, G, Fg, K, Cg, "
              "*L, *O, *CR, *x.stride(), *y.stride(), *e_st,\n"
              f"        {consts},\n"
-             "        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages, **e_ch)\n"
+             "        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, SPLIT_B=split_b, num_warps=warps,\n"
+             "        num_stages=stages, **e_ch)\n"
              "    return y\n")
     return text
 
 
 def render_conv(spec: ConvSpec) -> Rendered:
-    parts = [table_source("CONV_TILES", CONV_TILES), PICK_TILE]
+    parts = [table_source("CONV_TILES", CONV_TILES), PICK_TILE, TF32X3_SPLIT]
     if spec.phases:
         parts.append(_phase_weight(spec))
     if spec.channels_last:
