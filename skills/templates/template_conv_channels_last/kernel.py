@@ -67,6 +67,80 @@ def pick_tile(rules, cuda, M, N, K, programs):
 
 
 @triton.jit
+def rna_tf32(x):
+    """x rounded to TF32 (10 explicit mantissa bits), to nearest, ties away from zero, on the bits:
+    add half of the 13 dropped bits, clear them. Inf and NaN pass through unchanged."""
+    bits = x.to(tl.uint32, bitcast=True)
+    rounded = ((bits + 0x1000) & 0xFFFFE000).to(tl.float32, bitcast=True)
+    return tl.where((bits & 0x7F800000) == 0x7F800000, x, rounded)
+
+
+@triton.jit
+def tf32x3_split_step(a, b_hi, b_lo, acc, small):
+    """One K step of a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32
+    parts: (acc + a_hi @ b_hi, small + a_lo @ b_hi + a_hi @ b_lo).
+
+    b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
+    from shared memory as loaded; tl.dot's own "tf32x3" splits both tiles every K step and sends
+    B's parts back through shared memory. a splits here, in registers. The large product goes
+    into a fresh tile added to acc in fp32: a tensor-core accumulator running over all of K
+    lost about 5e-5 relative at K = 8192 (H100, 2026-12-06, bench/tf32_split.py). The small
+    products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K (its
+    error is that much smaller), loop-carried: the form the compiler keeps asynchronous, so a
+    K step waits on the tensor cores once (sm_90 PTX: one `wgmma.wait_group 0` a step, against
+    three when all three products are summed in the fresh tile). tf32x3_small_sum says what
+    an inf input does to small."""
+    a_hi = rna_tf32(a)
+    acc += tl.dot(a_hi, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    small = tl.dot(a - a_hi, b_hi, small, input_precision="tf32")
+    return acc, tl.dot(a_hi, b_lo, small, input_precision="tf32")
+
+
+@triton.jit
+def tf32x3_small_sum(small):
+    """The small products' sum to add to the large ones', its non-finite entries zeroed. Only an
+    inf input makes one, where a @ b is inf or NaN and the large products carry it: an inf
+    meeting a zero part (0 * inf = NaN), or b = inf meeting a_lo, whose sign is a_hi's in half
+    the cases only (-inf + inf = NaN)."""
+    return tl.where(small - small == 0.0, small, 0.0)
+
+
+@triton.jit
+def tf32_split_kernel(
+    x_ptr,  # B [G, K, N] through its strides
+    hi_ptr, lo_ptr,  # its TF32 parts [G, N, K], contiguous (K-major, as Hopper's TF32 MMA reads them)
+    R, C,  # K and N of one matrix
+    s_xg, s_xr, s_xc,  # element strides of B
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    g = tl.program_id(2)
+    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+    ok = (rows < R)[:, None] & (cols < C)[None, :]
+    x = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok, other=0.0)
+    hi = rna_tf32(x)
+    lo = rna_tf32(tl.where(hi == x, 0.0, x - hi))  # 0 where x is exact in TF32, or inf / NaN
+    # 4 bytes read and 8 written per element; the swapped tiles are stored along their contiguous axis
+    out = g.to(tl.int64) * R * C + cols[:, None] * R + rows[None, :]
+    ok_t = (cols < C)[:, None] & (rows < R)[None, :]
+    tl.store(hi_ptr + out, tl.trans(hi), mask=ok_t)
+    tl.store(lo_ptr + out, tl.trans(lo), mask=ok_t)
+
+
+def tf32_parts(t):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
+    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+    lead = t.shape[:-2]
+    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
+    G, R, C = t3.shape
+    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    lo = torch.empty_like(hi)
+    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
+    tf32_split_kernel[grid](t3, hi, lo, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
+    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
+
+
+@triton.jit
 def transpose_kernel(
     x_ptr,  # input [G, R, C] through its strides
     y_ptr,  # output [G, C, R], contiguous: the input's rows become columns
@@ -102,7 +176,8 @@ def k_major(t, rows_are_k):
 @triton.jit
 def conv_0_conv_kernel(
     x_ptr,  # input [N, C_in, L0, L1] through its strides
-    w_ptr,  # weight [groups, Fg, K], contiguous (K-major)
+    w_ptr,  # weight [groups, Fg, K], contiguous (K-major); its TF32 part when SPLIT_B
+    wlo_ptr,  # SPLIT_B: the weight's TF32 remainder, laid out as the weight (otherwise not read)
     y_ptr,  # output [N, C_out, O0, O1] through its strides
     e0_ptr,  # extra epilogue tensor 0, broadcast to the output through its strides
     NB, M, G, Fg, K, Cg,  # batch; GEMM rows, groups, output channels per group, GEMM depth, input channels per group
@@ -117,11 +192,12 @@ def conv_0_conv_kernel(
     BLOCK_N: tl.constexpr,  # output channels per program
     BLOCK_K: tl.constexpr,  # (channel, tap) pairs per K step
     PRECISION: tl.constexpr,  # tl.dot input_precision: "ieee" (CPU), "tf32x3" (3xTF32 on CUDA)
+    SPLIT_B: tl.constexpr,  # 3xTF32 with the weight split into TF32 parts before the kernel
 ):
     pid = tl.program_id(0)
     g = tl.program_id(1)  # the group: its own slice of input and output channels
     Mp = M
-    w_g = w_ptr + g.to(tl.int64) * Fg * K
+    w_g = g.to(tl.int64) * Fg * K  # this group's weight
     num_pid_n = tl.cdiv(Fg, BLOCK_N)
     offs_m = (pid // num_pid_n) * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_n = (pid % num_pid_n) * BLOCK_N + tl.arange(0, BLOCK_N)
@@ -137,8 +213,10 @@ def conv_0_conv_kernel(
     o0 = j0
     o1 = j1
     x_rows = x_ptr + n_idx.to(tl.int64) * s_xn + (g * Cg).to(tl.int64) * s_xc
-    w_cols = w_g + offs_n[None, :].to(tl.int64) * K
+    w_cols = w_ptr + w_g + offs_n[None, :].to(tl.int64) * K
+    wlo_cols = wlo_ptr + w_g + offs_n[None, :].to(tl.int64) * K  # SPLIT_B: the remainder
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT_B: the small products' sum
     for k0 in range(0, K, BLOCK_K):
         ks = k0 + tl.arange(0, BLOCK_K)
         k_ok = ks < K
@@ -157,7 +235,13 @@ def conv_0_conv_kernel(
         ok = ok & (i1 >= 0) & (i1 < L1)
         a = tl.load(x_rows[:, None] + c_idx[None, :].to(tl.int64) * s_xc + i0.to(tl.int64) * s_x0 + i1.to(tl.int64) * s_x1, mask=ok, other=0.0)
         b = tl.load(w_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        acc = tl.dot(a, b, acc, input_precision=PRECISION)
+        if SPLIT_B:  # b holds the weight's TF32 part: its remainder is loaded beside it, A splits here
+            b_lo = tl.load(wlo_cols + ks[:, None], mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+            acc, small = tf32x3_split_step(a, b, b_lo, acc, small)
+        else:
+            acc = tl.dot(a, b, acc, input_precision=PRECISION)
+    if SPLIT_B:
+        acc += tf32x3_small_sum(small)
 
     out_ok = m_ok[:, None] & n_ok[None, :]
     co = g * Fg + offs_n  # absolute output channel
@@ -172,7 +256,7 @@ def conv_0_conv_kernel(
     tl.store(y_ptr + y_off, acc.to(y_ptr.dtype.element_ty), mask=out_ok)
 
 
-def conv_0_conv(x, w, e0, precision=None):
+def conv_0_conv(x, w, e0, precision=None, split_b=None):
     """Convolution of x [N, C_in, L0, L1] with weight [C_out, C_in / groups, *KS], epilogue fused."""
     D = 2
     if x.ndim != D + 2 or w.ndim != D + 2:
@@ -209,15 +293,22 @@ def conv_0_conv(x, w, e0, precision=None):
     e_ch = {f"E{i}_CH": all(e.stride(d) == 0 for d in [0] + list(range(2, D + 2))) for i, e in enumerate(extras)}
     if precision is None:
         precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
+    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop (the
+    # GEMM template's CUDA default; here opt-in until timed on a GPU: bench/conv_variants.py)
+    split_b = bool(split_b) and precision == "tf32x3"
+    wlo = wg
+    if split_b:   # tf32_parts takes [..., K, N], returns K-major views: the weight stays [..., Fg, K]
+        wg, wlo = (t.transpose(-1, -2) for t in tf32_parts(wg.transpose(-1, -2)))
     BM, BN, BK, warps, stages = pick_tile(CONV_TILES, x.is_cuda, M, Fg, K,
                                           lambda bm, bn: G * PH * _cdiv(M, bm) * _cdiv(Fg, bn))
     BN = min(BN, max(16, _pow2(Fg)))
     BK = min(BK, max(16, _pow2(K)))
     grid = (_cdiv(M, BM) * _cdiv(Fg, BN), G * PH)
     conv_0_conv_kernel[grid](
-        x, wg, y, extras[0], Nb, M, G, Fg, K, Cg, *L, *O, *CR, *x.stride(), *y.stride(), *e_st,
+        x, wg, wlo, y, extras[0], Nb, M, G, Fg, K, Cg, *L, *O, *CR, *x.stride(), *y.stride(), *e_st,
         KS0=3, S0=1, P0=1, DL0=1, KS1=3, S1=1, P1=1, DL1=1,
-        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, num_warps=warps, num_stages=stages, **e_ch)
+        BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, PRECISION=precision, SPLIT_B=split_b, num_warps=warps,
+        num_stages=stages, **e_ch)
     return y
 
 
