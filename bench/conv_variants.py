@@ -52,7 +52,11 @@ def drafts(tasks: list[Path], folder: Path) -> list[dict]:
             else:
                 row["reason"] = draft.reason
             rows.append(row)
-            split = split_weight(draft.source) if draft.ok else None
+            gemm_conv = draft.ok and any(v in ("implicit_gemm", "channels_last") for v in combo)
+            split = split_weight(draft.source) if gemm_conv else None
+            if gemm_conv and split is None:
+                raise SystemExit(f"{task.stem} {combo}: no conv launcher signature {SPLIT_DEFAULT!r} to force the "
+                                 "weight split in; update SPLIT_DEFAULT to the conv template's launcher")
             if split is not None:
                 path = folder / f"{task.stem}__{'_'.join(combo)}_split_weight.py"
                 path.write_text(split)

@@ -67,6 +67,7 @@ class Run:
         self.deadline = time.monotonic() + budget_s
         self.summary: dict = {"stages": {}}
         self.records: list[dict] = []
+        self.template = None            # the GEMM template's launcher, rendered on first use
 
     def left(self) -> float:
         return self.deadline - time.monotonic()
@@ -262,7 +263,7 @@ GOAL_PATHS = ("skill_tf32x3", "template_tf32x3")   # kernelrag's fp32 GEMMs: the
 
 def template_gemm(run: Run):
     """The GEMM template's launcher for a plain C = A @ B, rendered once per run."""
-    if getattr(run, "template", None) is None:
+    if run.template is None:
         from bench.rowwise_configs import load_module as load_source
         from kernelrag.draft.lower.gemm import render_gemm
         from kernelrag.draft.lower.gemm_spec import GemmSpec

@@ -103,11 +103,11 @@ def fp32_ceiling(ceilings: dict[str, Any], rel_norm_tol: float | None) -> tuple[
     paths = ceilings.get("fp32_paths")
     if isinstance(paths, dict) and paths:
         tol = float(rel_norm_tol) if rel_norm_tol is not None else 1e-5
-        passing = [(_path_bound(paths, name, p), name, p) for name, p in paths.items()
+        passing = [(*_path_bound(paths, name, p), name, p) for name, p in paths.items()
                    if isinstance(p, dict) and _positive(p.get("tflops")) and _finite(p.get("rel_err"))
                    and float(p["rel_err"]) <= tol]
         if passing:
-            (tflops, bound), name, info = max(passing, key=lambda x: x[0][0])
+            tflops, bound, name, info = max(passing, key=lambda x: x[0])
             return tflops, (f"fp32 via {name} ({info.get('how', name)}, relative error "
                             f"{float(info['rel_err']):.2g} <= tolerance {tol:.2g}{bound})")
     value = ceilings.get("fp32_tflops")
