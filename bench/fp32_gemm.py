@@ -261,15 +261,22 @@ PATH_HOW = {
 GOAL_PATHS = ("skill_tf32x3", "template_tf32x3")   # kernelrag's fp32 GEMMs: the goal takes the faster
 
 
+def template_module(folder: Path):
+    """(module, launcher) of the GEMM template rendered for a plain C = A @ B, loaded from a file
+    written into ``folder`` (Triton reads a kernel's text from its file)."""
+    from bench.rowwise_configs import load_module as load_source
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    rendered = render_gemm(GemmSpec(name="mm"))
+    module = load_source(rendered.source, folder / "mm_template.py")
+    return module, getattr(module, rendered.entry)
+
+
 def template_gemm(run: Run):
     """The GEMM template's launcher for a plain C = A @ B, rendered once per run."""
     if run.template is None:
-        from bench.rowwise_configs import load_module as load_source
-        from kernelrag.draft.lower.gemm import render_gemm
-        from kernelrag.draft.lower.gemm_spec import GemmSpec
-
-        rendered = render_gemm(GemmSpec(name="mm"))
-        run.template = getattr(load_source(rendered.source, run.out / "mm_template.py"), rendered.entry)
+        run.template = template_module(run.out)[1]
     return run.template
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 import triton
 import triton.language as tl
 
-from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module
+from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module, template_module
 
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
 SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
@@ -166,13 +166,8 @@ def survey(name: str, folder: Path, iters: int) -> dict:
         config = {**cfg.kwargs, "num_warps": cfg.num_warps, "num_stages": cfg.num_stages}
         label = "skill:" + ",".join(f"{k}={v}" for k, v in config.items())
         runs[label] = lambda config=config: skill.matmul_tf32x3(a, b, config=config)
-    from bench.rowwise_configs import load_module as load_source
-    from kernelrag.draft.lower.gemm import render_gemm
-    from kernelrag.draft.lower.gemm_spec import GemmSpec
-
-    rendered = render_gemm(GemmSpec(name="mm"))
-    module = load_source(rendered.source, folder / "mm_template.py")
-    mm, table = getattr(module, rendered.entry), module.GEMM_TILES_TF32X3_SPLIT
+    module, mm = template_module(folder)
+    table = module.GEMM_TILES_TF32X3_SPLIT
 
     def template(split_b: bool, tile: tuple | None = None):
         # a row of the emitted table: (cuda, min M, min N, min K, min programs, tile)
