@@ -5,10 +5,10 @@
 For each task (a name in bench/tasks/ whose Model is one scaled_dot_product_attention), the
 skill's kernel (skills/scaled_dot_product_attention/flash_attention_fwd) is launched once per
 configuration: "skill:" those its autotuner tries for the task's dtype, "other:" the rest of its
-CONFIGS and a few more (EXTRA). Each output is checked against the eager one, then all are
-timed in one interleaved run with eager PyTorch (SDPA's own backend choice),
-torch.compile and the skill's autotuned entry point (``verify.tune.time_configs``: L2 flushed
-before every call, round-robin, medians). Speedups are ratios within that run. A survey for
+CONFIGS and a few more (EXTRA), "tma:" the TMA-descriptor variant of bench/attention_tma.py
+(TMA). Each output is checked against the eager one, then all are timed in one interleaved run
+with eager PyTorch (SDPA's own backend choice), torch.compile and the skill's autotuned entry
+point (``verify.tune.time_configs``: L2 flushed before every call, round-robin, medians). Speedups are ratios within that run. A survey for
 choosing the autotuner's list, not a verification. Needs only torch, triton and numpy.
 """
 from __future__ import annotations
@@ -23,6 +23,9 @@ SKILL = ROOT / "skills" / "scaled_dot_product_attention" / "flash_attention_fwd"
 LOG2E = 1.4426950408889634
 # timed beside the skill's own CONFIGS, to find better ones: (BLOCK_M, BLOCK_N, warps, stages)
 EXTRA = ((64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 4, 3), (128, 128, 8, 3))
+# the TMA-descriptor variant (bench/attention_tma.py): (BLOCK_M, BLOCK_N, warps, stages, warp-specialized)
+TMA = ((64, 64, 4, 3, False), (128, 64, 8, 3, False), (128, 64, 4, 3, False), (128, 128, 8, 2, False),
+       (128, 128, 8, 3, False), (128, 64, 8, 3, True), (128, 128, 8, 2, True))
 
 
 def _config_launchers(skill, q, k, v):
@@ -50,6 +53,12 @@ def _config_launchers(skill, q, k, v):
         label = ",".join(f"{key}={value}" for key, value in meta.items())
         kind = "skill" if pruned_in else "other"     # other: not among the autotuner's choices for this dtype
         launchers[f"{kind}:{label},num_warps={warps},num_stages={stages}"] = run
+    from bench import attention_tma
+
+    if attention_tma.supported(q, k, v):
+        for m, n, warps, stages, ws in TMA:
+            launchers[f"tma:BLOCK_M={m},BLOCK_N={n},num_warps={warps},num_stages={stages}"
+                      f"{',warp_specialize' if ws else ''}"] = attention_tma.launcher(q, k, v, m, n, warps, stages, ws)
     return launchers
 
 
