@@ -8,8 +8,9 @@ configuration: "skill:" those its autotuner tries for the task's dtype, "other:"
 CONFIGS and a few more (EXTRA), "tma:" the TMA-descriptor variant of bench/attention_tma.py
 (TMA). Each output is checked against the eager one, then all are timed in one interleaved run
 with eager PyTorch (SDPA's own backend choice), torch.compile and the skill's autotuned entry
-point (``verify.tune.time_configs``: L2 flushed before every call, round-robin, medians). Speedups are ratios within that run. A survey for
-choosing the autotuner's list, not a verification. Needs only torch, triton and numpy.
+point (``verify.tune.time_configs``: L2 flushed before every call, round-robin, medians).
+Speedups are ratios within that run. A survey for choosing the autotuner's list, not a
+verification. Needs only torch, triton and numpy.
 """
 from __future__ import annotations
 
