@@ -5,15 +5,17 @@
 For each task (a name in bench/tasks/ whose Model is one scaled_dot_product_attention), the
 skill's kernel (skills/scaled_dot_product_attention/flash_attention_fwd) is launched once per
 configuration: "skill:" those its autotuner tries for the task's dtype, "other:" the rest of its
-CONFIGS and a few more (EXTRA), "tma:" the TMA-descriptor variant of bench/attention_tma.py
-(TMA). Each output is checked against the eager one, then all are timed in one interleaved run
-with eager PyTorch (SDPA's own backend choice), torch.compile and the skill's autotuned entry
-point (``verify.tune.time_configs``: L2 flushed before every call, round-robin, medians).
+CONFIGS and a few more (EXTRA), "lazy:" the autotuner's tiles with the kernel's LAZY_RESCALE on,
+"tma:" the TMA-descriptor variant of bench/attention_tma.py (TMA). Each output is checked
+against the eager one, then all are timed in one interleaved run with eager PyTorch (SDPA's own
+backend choice), torch.compile and the skill's autotuned entry point
+(``verify.tune.time_configs``: L2 flushed before every call, round-robin, medians).
 Speedups are ratios within that run. A survey for choosing the autotuner's list, not a
 verification. Needs only torch, triton and numpy.
 """
 from __future__ import annotations
 
+import functools
 import math
 import sys
 from pathlib import Path
@@ -24,9 +26,11 @@ SKILL = ROOT / "skills" / "scaled_dot_product_attention" / "flash_attention_fwd"
 LOG2E = 1.4426950408889634
 # timed beside the skill's own CONFIGS, to find better ones: (BLOCK_M, BLOCK_N, warps, stages)
 EXTRA = ((64, 64, 4, 4), (64, 128, 4, 3), (128, 64, 4, 3), (128, 128, 8, 3))
-# the TMA-descriptor variant (bench/attention_tma.py): (BLOCK_M, BLOCK_N, warps, stages, warp-specialized)
-TMA = ((64, 64, 4, 3, False), (128, 64, 8, 3, False), (128, 64, 4, 3, False), (128, 128, 8, 2, False),
-       (128, 128, 8, 3, False), (128, 64, 8, 3, True), (128, 128, 8, 2, True))
+# the TMA-descriptor variant (bench/attention_tma.py):
+# (BLOCK_M, BLOCK_N, warps, stages, warp-specialized, lazy rescale)
+TMA = ((64, 64, 4, 3, False, False), (128, 64, 8, 3, False, False), (128, 64, 4, 3, False, False),
+       (128, 128, 8, 2, False, False), (128, 128, 8, 3, False, False), (128, 64, 8, 3, True, False),
+       (128, 128, 8, 2, True, False), (64, 64, 4, 3, False, True), (128, 64, 8, 3, False, True))
 
 
 def _config_launchers(skill, q, k, v):
@@ -44,22 +48,25 @@ def _config_launchers(skill, q, k, v):
     for meta, warps, stages, pruned_in in tiles:
         meta = dict(meta)
 
-        def run(meta=meta, warps=warps, stages=stages):
+        def run(meta=meta, warps=warps, stages=stages, lazy=False):
             o = torch.empty_like(q)
             kernel.fn[(triton.cdiv(seq_q, meta["BLOCK_M"]), z * h)](
                 q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), h, seq_q, k.shape[2], d,
                 LOG2E / math.sqrt(d), BLOCK_D=block_d, D_PADDED=block_d > d, PRECISION=precision,
-                num_warps=warps, num_stages=stages, **meta)
+                LAZY_RESCALE=lazy, num_warps=warps, num_stages=stages, **meta)
             return o
         label = ",".join(f"{key}={value}" for key, value in meta.items())
         kind = "skill" if pruned_in else "other"     # other: not among the autotuner's choices for this dtype
         launchers[f"{kind}:{label},num_warps={warps},num_stages={stages}"] = run
+        if pruned_in:   # the same tile with the lazy rescale (the skill's LAZY_RESCALE)
+            launchers[f"lazy:{label},num_warps={warps},num_stages={stages}"] = functools.partial(run, lazy=True)
     from bench import attention_tma
 
     if attention_tma.supported(q, k, v):
-        for m, n, warps, stages, ws in TMA:
+        for m, n, warps, stages, ws, lazy in TMA:
             launchers[f"tma:BLOCK_M={m},BLOCK_N={n},num_warps={warps},num_stages={stages}"
-                      f"{',warp_specialize' if ws else ''}"] = attention_tma.launcher(q, k, v, m, n, warps, stages, ws)
+                      f"{',warp_specialize' if ws else ''}{',lazy_rescale' if lazy else ''}"] = \
+                attention_tma.launcher(q, k, v, m, n, warps, stages, ws, lazy)
     return launchers
 
 

@@ -6,8 +6,9 @@ tensor descriptors over a [batch * heads, seq, head_dim] view, so each tile is o
 (bounds per head, zero fill past the sequence) and the registers that held the pointer
 arithmetic are free. ``WARP_SPECIALIZE`` asks the compiler to split the K/V loop into
 producer and consumer warps (``tl.range(..., warp_specialize=True)``); a triton or GPU that
-cannot is reported by the survey as a compile error. The math is the skill's: online softmax
-in the exp2 domain, fp32 accumulation, P cast to the input dtype for P V.
+cannot is reported by the survey as a compile error. ``LAZY_RESCALE`` is the skill's option of
+that name. The math is the skill's: online softmax in the exp2 domain, fp32 accumulation, P
+cast to the input dtype for P V.
 
 Needs contiguous 16-bit inputs whose head_dim is a power of two (16..256); the survey
 (bench/attention_configs.py) launches it only then.
@@ -23,7 +24,7 @@ import triton.language as tl
 @triton.jit
 def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, SEQ_K, qk_scale_log2,
                          BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr,
-                         WARP_SPECIALIZE: tl.constexpr):
+                         WARP_SPECIALIZE: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     start_m = tl.program_id(0) * BLOCK_M
     zh = tl.program_id(1)  # batch * heads + head: the descriptors' leading dimension
     q = desc_q.load([zh, start_m, 0]).reshape(BLOCK_M, HEAD_DIM)
@@ -36,12 +37,21 @@ def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, SEQ_K, qk_scale_log2,
         s = tl.dot(q, tl.trans(k))
         s = tl.where((start_n + offs_n)[None, :] < SEQ_K, s, float("-inf"))  # the zero-filled tail
         m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale_log2)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s * qk_scale_log2 - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if LAZY_RESCALE:   # the skill's LAZY_RESCALE: a new reference only past a growth of 2^8
+            if tl.max(m_new - m_i, axis=0) > 8.0:
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+                m_i = m_new
+        else:
+            alpha = tl.exp2(m_i - m_new)
+            l_i = l_i * alpha
+            acc = acc * alpha[:, None]
+            m_i = m_new
+        p = tl.exp2(s * qk_scale_log2 - m_i[:, None])
+        l_i = l_i + tl.sum(p, axis=1)
         v = desc_v.load([zh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        acc = tl.dot(p.to(v.dtype), v, acc * alpha[:, None])
-        m_i = m_new
+        acc = tl.dot(p.to(v.dtype), v, acc)
     o = acc / l_i[:, None]
     desc_o.store([zh, start_m, 0], o.to(q.dtype).reshape(1, BLOCK_M, HEAD_DIM))
 
@@ -56,7 +66,8 @@ def supported(q, k, v) -> bool:
             and d & (d - 1) == 0 and all(t.is_contiguous() for t in (q, k, v)))
 
 
-def launcher(q, k, v, block_m: int, block_n: int, warps: int, stages: int, warp_specialize: bool):
+def launcher(q, k, v, block_m: int, block_n: int, warps: int, stages: int, warp_specialize: bool,
+             lazy_rescale: bool = False):
     """A no-argument callable running the kernel at one configuration (descriptors built once)."""
     import torch
     from triton.tools.tensor_descriptor import TensorDescriptor
@@ -75,7 +86,7 @@ def launcher(q, k, v, block_m: int, block_n: int, warps: int, stages: int, warp_
 
     def run():
         attention_tma_kernel[grid](dq, dk, dv, do, seq_k, scale, BLOCK_M=block_m, BLOCK_N=block_n,
-                                   HEAD_DIM=d, WARP_SPECIALIZE=warp_specialize,
+                                   HEAD_DIM=d, WARP_SPECIALIZE=warp_specialize, LAZY_RESCALE=lazy_rescale,
                                    num_warps=warps, num_stages=stages)
         return o
     return run

@@ -79,6 +79,7 @@ def flash_attention_fwd_kernel(
     BLOCK_D: tl.constexpr,  # HEAD_DIM rounded up to a power of two (>= 16 for tl.dot)
     D_PADDED: tl.constexpr,  # BLOCK_D > HEAD_DIM: the head dimension needs a mask
     PRECISION: tl.constexpr,  # "ieee" for fp32 inputs; ignored for 16-bit inputs
+    LAZY_RESCALE: tl.constexpr = False,  # rescale only when the row maximum grows by more than 2^8
 ):
     pid_m = tl.program_id(0)
     pid_zh = tl.program_id(1)
@@ -104,11 +105,11 @@ def flash_attention_fwd_kernel(
     full = SEQ_K // BLOCK_N * BLOCK_N  # keys in whole tiles: no key mask needed
     acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
                             0, full, SEQ_K, HEAD_DIM, qk_scale_log2,
-                            BLOCK_N, BLOCK_D, D_PADDED, False, PRECISION)
+                            BLOCK_N, BLOCK_D, D_PADDED, False, PRECISION, LAZY_RESCALE)
     if full < SEQ_K:  # the last, partial key tile
         acc, l_i, m_i = _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
                                 full, SEQ_K, SEQ_K, HEAD_DIM, qk_scale_log2,
-                                BLOCK_N, BLOCK_D, D_PADDED, True, PRECISION)
+                                BLOCK_N, BLOCK_D, D_PADDED, True, PRECISION, LAZY_RESCALE)
 
     o = acc / l_i[:, None]
     tl.store(o_ptr + offs_m[:, None] * stride_om + offs_d[None, :] * stride_od,
@@ -119,7 +120,7 @@ def flash_attention_fwd_kernel(
 def _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, stride_vd,
             lo, hi, SEQ_K, HEAD_DIM, qk_scale_log2,
             BLOCK_N: tl.constexpr, BLOCK_D: tl.constexpr, D_PADDED: tl.constexpr,
-            MASK_TAIL: tl.constexpr, PRECISION: tl.constexpr):
+            MASK_TAIL: tl.constexpr, PRECISION: tl.constexpr, LAZY_RESCALE: tl.constexpr):
     """Fold the key tiles [lo, hi) into the online softmax state (acc, l_i, m_i)."""
     offs_n = tl.arange(0, BLOCK_N)
     offs_d = tl.arange(0, BLOCK_D)
@@ -141,14 +142,28 @@ def _attend(acc, l_i, m_i, q, k_ptr, v_ptr, stride_kn, stride_kd, stride_vn, str
         # Online softmax update. Every tile has >= 1 valid key, so m_new is finite and
         # the first rescale factor is exp2(-inf) = 0, which clears the initial state.
         m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale_log2)
-        alpha = tl.exp2(m_i - m_new)
-        p = tl.exp2(s * qk_scale_log2 - m_new[:, None])
-        l_i = l_i * alpha + tl.sum(p, axis=1)
+        if LAZY_RESCALE:
+            # Keep the old reference point while no row's maximum grew by more than 8 (exp2
+            # domain): p stays <= 2^8, well inside the 16-bit P's range, and acc / l is the
+            # same quotient whatever the reference. The block-wide test skips the acc
+            # multiply (one per score element at BLOCK_N = HEAD_DIM) on most tiles.
+            if tl.max(m_new - m_i, axis=0) > 8.0:
+                alpha = tl.exp2(m_i - m_new)
+                l_i = l_i * alpha
+                acc = acc * alpha[:, None]
+                m_i = m_new
+            p = tl.exp2(s * qk_scale_log2 - m_i[:, None])
+            l_i = l_i + tl.sum(p, axis=1)
+        else:
+            alpha = tl.exp2(m_i - m_new)
+            p = tl.exp2(s * qk_scale_log2 - m_new[:, None])
+            l_i = l_i * alpha + tl.sum(p, axis=1)
 
         v = tl.load(v_ptr + cols[:, None] * stride_vn + offs_d[None, :] * stride_vd, mask=kv_mask, other=fill)
-        acc = acc * alpha[:, None]
+        if not LAZY_RESCALE:
+            acc = acc * alpha[:, None]
+            m_i = m_new
         acc = tl.dot(p.to(v.dtype), v, acc, input_precision=PRECISION)
-        m_i = m_new
     return acc, l_i, m_i
 
 
