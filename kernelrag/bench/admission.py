@@ -8,7 +8,10 @@ roofline counts them) is its footprint. On 2026-12-05 five 4.3 GB tasks in fligh
 an H200's 141 GB but not in an 80 GB H100, where 26 of 79 tasks ran out of memory; at six
 copies, 16 still did: one candidate process held up to 14 GiB, and a configuration search
 runs several candidates of a task at once. A verification that still runs short is
-verified again alone (``verify.gate.MemoryRoom``).
+verified again alone in the session (``verify.gate.MemoryRoom``); the other tasks in
+flight still hold their own memory then (their reference processes, their compiled
+baselines), so a task that comes back untimed for want of memory runs once more at the
+end, alone on the GPU (``run_alone``: nothing else starts beside it).
 
 The next task started is the first one in the queue whose footprint fits beside those
 in flight; with none in flight, the first one starts whatever its size.
@@ -41,21 +44,30 @@ class MemoryAdmission:
         self.budget_b = int(GPU_MEMORY_SHARE * gpu_memory_b) if gpu_memory_b else None
         self._sizes_b = dict(sizes_b or {})     # task name -> bytes, counted once
         self._in_flight: list[tuple[str, int]] = []   # (task name, footprint) of each task started
+        self.alone: set[str] = set()    # tasks that run with nothing beside them (``run_alone``)
 
     def footprint_b(self, path: Path) -> int:
         if path.stem not in self._sizes_b:
             self._sizes_b[path.stem] = task_bytes(path)
         return TASK_MEMORY_COPIES * self._sizes_b[path.stem]
 
+    def run_alone(self, path: Path) -> None:
+        """From now on ``path`` starts only with no task in flight, and none starts beside it."""
+        self.alone.add(path.stem)
+
     def pick(self, queue: list[Path]) -> int | None:
         """Index in ``queue`` of the first task that fits beside those in flight, or None
-        (wait for one to finish)."""
+        (wait for one to finish). A task to run alone fits only where none is in flight, and
+        nothing fits beside one."""
         if not queue:
             return None
-        if self.budget_b is None or not self._in_flight:
+        if not self._in_flight:
             return 0
+        if any(name in self.alone for name, _ in self._in_flight):
+            return None
         held_b = sum(b for _, b in self._in_flight)
-        return next((i for i, p in enumerate(queue) if held_b + self.footprint_b(p) <= self.budget_b), None)
+        return next((i for i, p in enumerate(queue) if p.stem not in self.alone
+                     and (self.budget_b is None or held_b + self.footprint_b(p) <= self.budget_b)), None)
 
     def started(self, path: Path) -> None:
         self._in_flight.append((path.stem, self.footprint_b(path) if self.budget_b is not None else 0))

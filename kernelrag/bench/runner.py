@@ -236,11 +236,15 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     task in the queue that fits starts); the baselines of the next ``parallel`` tasks are
     compiled ahead."""
     start, walls = time.perf_counter(), []
+    admission = admission or MemoryAdmission(None)
     todo = [t for t in tasks if t.stem not in results["tasks"]]
+    todo += [t for t in tasks if _short_of_memory(results["tasks"].get(t.stem))]   # a resumed run's retries
+    for path in todo:
+        if _short_of_memory(results["tasks"].get(path.stem)):
+            admission.run_alone(path)
     run_log = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                "parallel": max(1, args.parallel), "tasks": 0, "wall_s": 0.0}
     results.setdefault("runs", []).append(run_log)   # one per invocation: a resumed suite's wall is their sum
-    admission = admission or MemoryAdmission(None)
     print(f"{len(tasks)} tasks, {len(todo)} to run, {max(1, args.parallel)} at a time ({admission.describe()}), "
           f"results -> {results_path}", flush=True)
     lock = threading.Lock()
@@ -273,9 +277,18 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                 break
             finished, _ = wait(pending, return_when=FIRST_COMPLETED)
             for future in finished:
-                admission.finished(pending.pop(future))
+                path = pending.pop(future)
+                admission.finished(path)
                 entry = future.result()
                 done += 1
+                if path.stem in admission.alone:
+                    entry["ran_alone"] = True
+                elif _short_of_memory(entry) and max(1, args.parallel) > 1:
+                    admission.run_alone(path)          # kept as it is until its run alone replaces it
+                    queue.append(path)
+                    todo.append(path)
+                    print(f"{path.stem}: untimed, the GPU's memory held by the tasks beside it; "
+                          "it runs once more at the end, alone", flush=True)
                 walls.append(entry["wall_s"])
                 run_log.update(tasks=run_log["tasks"] + 1, wall_s=round(time.perf_counter() - start, 1))
                 if session is not None and session.resolved == "cuda":
@@ -283,6 +296,12 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
                 _record(entry, results, results_path, args)
                 _print_entry(entry, done, len(todo))
     return EXIT_INCOMPLETE if stopped else EXIT_COMPLETE
+
+
+def _short_of_memory(entry: dict[str, Any] | None) -> bool:
+    """A result left untimed because other processes held the GPU's memory, not yet run alone."""
+    return bool(entry) and not entry.get("ran_alone") and \
+        (entry.get("verdict") or {}).get("untimed_cause") == "gpu_memory"
 
 
 def longest_first(tasks: list[Path], walls: dict[str, float]) -> list[Path]:
