@@ -234,7 +234,8 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     more typical task (``_typical_s``), or the next task's own time in the ``--longest-first``
     file, and while its GPU memory fits beside the tasks in flight (``admission``: the first
     task in the queue that fits starts); the baselines of the next ``parallel`` tasks are
-    compiled ahead."""
+    compiled ahead. A task left untimed because the GPU's memory was held beside it runs
+    once more at the end with nothing beside it (``MemoryAdmission.run_alone``)."""
     start, walls = time.perf_counter(), []
     admission = admission or MemoryAdmission(None)
     todo = [t for t in tasks if t.stem not in results["tasks"]]
