@@ -105,7 +105,10 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
             b_hi = tl.trans(tl.load(bhi_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
             b_lo = tl.trans(tl.load(blo_ptr + b_offs, mask=n_ok & k_ok, other=0.0))
             if SMALL:   # the large product first: its wait can come after the small ones are issued
-                part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
+                # FRESH keeps part negated (acc -= part below): Triton rewrites acc + dot(x, y, 0)
+                # into dot(x, y, acc), the large product on the tensor cores' accumulator over all
+                # of K (two_acc of 2026-12-06: 1.9e-5); it has no such rule for a subtraction
+                part = tl.dot(-a_hi if FRESH else a_hi, b_hi, part, input_precision="tf32")
                 small = tl.dot(a_lo, b_hi, small, input_precision="tf32")
                 small = tl.dot(a_hi, b_lo, small, input_precision="tf32")
             else:
@@ -114,8 +117,10 @@ def split_gemm_kernel(a_ptr, alo_ptr, bhi_ptr, blo_ptr, c_ptr, M, N, K,
                 part = tl.dot(a_hi, b_hi, part, input_precision="tf32")
             a_offs += BLOCK_K
             b_offs += BLOCK_K
-        if FRESH:
-            acc += part
+        if FRESH and SMALL:
+            acc -= part
+        elif FRESH:
+            acc += part   # part's last dot began from the other products, not from zero: no rewrite
         else:
             acc = part
     if SMALL:

@@ -172,7 +172,33 @@ def _compile_one(module: types.ModuleType, launch: dict) -> None:
     bound, specialization, options = binder(*args, **kwargs)
     opts, signature, constexprs, attrs = jit._pack_args(backend, kwargs, bound, specialization, options)
     compiled = triton.compile(ASTSource(jit, signature, constexprs, attrs), target=target, options=opts.__dict__)
-    return {**_ptxas_usage(compiled.asm.get("ptx")), "shared_bytes": getattr(compiled.metadata, "shared", None)}
+    ptx = compiled.asm.get("ptx")
+    return {**_ptxas_usage(ptx), **_mma_loop(ptx), "shared_bytes": getattr(compiled.metadata, "shared", None)}
+
+
+def _mma_loop(ptx: str | None) -> dict:
+    """The first loop of the PTX that issues wgmma (the K loop), per trip: its wgmma, those that
+    start their accumulator afresh (scale-d 0: the tile's earlier value not added in), its
+    ``wgmma.wait_group`` and its fp32 adds and subtractions (what the CUDA cores add in).
+    Triton folds an fp32 add of a dot begun from zero into the dot's accumulator; this is
+    where that shows."""
+    import re
+
+    stats = {"loop_wgmma": None, "loop_fresh_wgmma": None, "loop_wgmma_waits": None, "loop_f32_adds": None}
+    lines = (ptx or "").splitlines()
+    for i, line in enumerate(lines):
+        head = re.match(r"^(\$L__BB\d+_\d+):.*Loop Header", line)
+        if not head:
+            continue
+        end = next((j for j in range(i + 1, len(lines)) if re.search(rf"\bbra(\.uni)?\s+{re.escape(head.group(1))};", lines[j])), None)
+        body = lines[i:end] if end else []
+        mma = [x for x in body if "wgmma.mma_async" in x]
+        if mma:
+            return {"loop_wgmma": len(mma),
+                    "loop_fresh_wgmma": sum(bool(re.search(r"%rd\d+, 0, ", x)) for x in mma),
+                    "loop_wgmma_waits": sum("wgmma.wait_group" in x for x in body),
+                    "loop_f32_adds": sum(bool(re.match(r"\s+(add|sub)(\.rn)?\.f32\b", x)) for x in body)}
+    return stats
 
 
 def _ptxas_usage(ptx: str | None) -> dict:

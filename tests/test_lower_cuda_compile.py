@@ -224,3 +224,30 @@ def copy_kernel(x_ptr, y_ptr, n, BLOCK: tl.constexpr):
     assert result["ok"], result["error"]
     assert 0 < result["registers"] <= 255 and result["spill_bytes"] == 0
     assert result["ld_global"] >= 1 and result["st_global"] >= 1       # global memory instructions counted
+
+
+@pytest.mark.slow
+def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_cores(tmp_path):
+    """Triton rewrites acc + tl.dot(x, y, 0) into tl.dot(x, y, acc): the large TF32 products then
+    accumulate on the tensor cores over all of K, which lost 2e-5 relative at 8192^3 (H100,
+    2026-12-06), 3xTF32's point gone, and the CPU interpreter cannot see it. In the sm_90 PTX the
+    K loop must start a tile afresh (a wgmma with scale-d 0) and add it with the CUDA cores
+    (an fp32 add for each of a thread's 64 accumulator entries at 128 x 128 on 8 warps): the GEMM
+    template's step and the matmul_tf32x3 skill's split configs (the conv option's step is the
+    GEMM lowering's tf32x3_split_step, compiled by the conv tests)."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    gemm = tmp_path / "mm_split.py"
+    gemm.write_text(render_gemm(GemmSpec(name="mm", epilogue="")).source)
+    skill = Path(__file__).resolve().parents[1] / "skills" / "matmul" / "matmul_tf32x3" / "kernel.py"
+    t, size = {"tensor": "float32"}, 4096
+    skill_launches = [{"kernel": "matmul_tf32x3_kernel",
+                       "args": [t] * 5 + [size] * 3 + [size, 1, size, 1, size, 1],
+                       "kwargs": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, SPLIT=split,
+                                      PRECISION="tf32", num_warps=8, num_stages=3)} for split in (1, 2)]
+    results = assert_all_compile([(str(gemm), [_tile_launch("float32", "tf32x3", (128, 128, 32, 8, 3), True)]),
+                                  (str(skill), skill_launches)])
+    for r in results:
+        assert r["loop_fresh_wgmma"] >= 1 and r["loop_f32_adds"] >= 64, r

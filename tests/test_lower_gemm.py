@@ -236,12 +236,12 @@ def _module(source: str, name: str) -> types.ModuleType:
     return module
 
 
-def test_b_split_keeps_the_infs_and_nans_of_a_at_b():
-    """The split's small products run in an accumulator of their own; an inf in A or B meeting a
-    zero TF32 part there (A exact in TF32 has a zero remainder) is 0 * inf = NaN where A @ B is
-    inf. Their sum's non-finite entries are zeroed at the end, the large products carrying A @ B's
-    infs and NaNs; without that mask the NaNs stay, which this test also shows, so it cannot
-    pass by accident. Then an inf in B against an A that is not exact in TF32."""
+def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part():
+    """The split's fast loop leaves its small products unmasked: an inf in A or B meeting a zero
+    TF32 part there (A exact in TF32 has a zero remainder) is 0 * inf = NaN where A @ B is inf.
+    The kernel then redoes that tile with the mask and gets A @ B's infs and NaNs; without the
+    redo the NaNs stay, which this test also shows, so it cannot pass by accident. Then an inf
+    in B against an A that is not exact in TF32."""
     torch.manual_seed(6)
     a = torch.randn(40, 48)
     a = ((a.view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)   # exact in TF32: a_lo = 0
@@ -251,14 +251,13 @@ def test_b_split_keeps_the_infs_and_nans_of_a_at_b():
     b[9, 20] = float("nan")                      # column 20: NaN
     ref = a.double() @ b.double()
     source = render_gemm(GemmSpec(name="mm")).source
-    unmasked = source.replace("acc += tf32x3_small_sum(small)", "acc += small")
-    assert unmasked != source
     outs = {}
-    for masked, text in ((True, source), (False, unmasked)):
-        outs[masked] = _module(text, f"mm_masked_{masked}").mm(a, b, precision="tf32x3", split_b=True).double()
-    for masked, out in outs.items():
+    for redo in (True, False):
+        text = source if redo else source.replace("MASK_NAN=True", "MASK_NAN=False")
+        outs[redo] = _module(text, f"mm_redo_{redo}").mm(a, b, precision="tf32x3", split_b=True).double()
+    for redo, out in outs.items():
         same = torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0))
-        assert same is masked, f"masked={masked}: NaN and inf {'differ from' if masked else 'match'} A @ B's"
+        assert same is redo, f"redo={redo}: the NaN and inf pattern {'differs from' if redo else 'matches'} A @ B's"
     finite = ref.isfinite()
     assert torch.allclose(outs[True][finite], ref[finite], rtol=1e-5, atol=1e-5)
     # A not exact in TF32: b = inf meets a_lo, of a_hi's sign or the other. Masking only NaN left

@@ -21,11 +21,10 @@ the output is not, a clamp of large values; the ``bf16x6`` variant) or "ieee" (f
 CUDA too, the ``ieee`` variant), so the draft's variant name says which path an fp32
 product takes. On CUDA, 3xTF32 splits B once, in a pass before the kernel (``tf32_parts``: B's
 TF32 part and remainder, K-major, 12 bytes moved per element), and A in registers
-(``tf32x3_split_step``), where ``tl.dot``'s own "tf32x3" splits both tiles every K step and sends
-B's parts back through shared memory; each step's large product goes into a fresh tile added
-to the accumulator in fp32, the small ones into a tensor-core accumulator of their own
-(``split_b``; not when B's tile has a prologue, which acts on B and not on its parts, nor for
-a vector B). Hopper's TF32 MMA wants both operands K-major, so a
+(``tf32x3_split_dot``), where ``tl.dot``'s own "tf32x3" splits both tiles every K step and sends
+B's parts back through shared memory; each step's three products are summed in a fresh tile
+and added to the accumulator in fp32 (``split_b``; not when B's tile has a prologue, which acts on
+B and not on its parts, nor for a vector B). Hopper's TF32 MMA wants both operands K-major, so a
 (K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
 ``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
@@ -97,22 +96,44 @@ def rna_tf32(x):
 
 
 @triton.jit
-def tf32x3_split_step(a, b_hi, b_lo, acc, small):
-    """One K step of a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32
-    parts: (acc + a_hi @ b_hi, small + a_lo @ b_hi + a_hi @ b_lo).
+def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
+    """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
 
     b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
     from shared memory as loaded; tl.dot's own "tf32x3" splits both tiles every K step and sends
-    B's parts back through shared memory. a splits here, in registers. The large product goes
-    into a fresh tile added to acc in fp32: a tensor-core accumulator running over all of K
-    lost about 5e-5 relative at K = 8192 (H100, 2026-12-06, bench/tf32_split.py). The small
-    products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K (its
-    error is that much smaller), loop-carried: the form the compiler keeps asynchronous, so a
-    K step waits on the tensor cores once (sm_90 PTX: one `wgmma.wait_group 0` a step, against
-    three when all three products are summed in the fresh tile). tf32x3_small_sum says what
-    an inf input does to small."""
+    B's parts back through shared memory. a splits here, in registers. The step's three
+    products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
+    tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
+    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a non-finite sum of the small products,
+    which only an inf input makes, where a @ b is inf or NaN and a_hi * b_hi carries it: an inf
+    meeting a zero part (0 * inf = NaN), or b = inf meeting a_lo, whose sign is a_hi's in half
+    the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
+    output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
-    acc += tl.dot(a_hi, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    a_lo = a - a_hi
+    step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
+    if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign
+        step = tl.where(step - step == 0.0, step, 0.0)  # than a_hi * inf): hi * hi alone carries the inf
+    return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
+
+
+@triton.jit
+def tf32x3_split_step(a, b_hi, b_lo, acc, small):
+    """One K step of a @ b at about fp32 accuracy, B given as its TF32 parts: (acc + a_hi @ b_hi,
+    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, opt-in).
+
+    The large product goes into a fresh tile added to acc in fp32, as in tf32x3_split_dot. The
+    small products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K,
+    loop-carried, so the compiler keeps them asynchronous: two wgmma waits a K step on sm_90
+    against tf32x3_split_dot's three, for a third accumulator's registers (255 at 128 x 128 x 32
+    on 8 warps, a 40-byte spill: hence not the GEMM template's step). tf32x3_small_sum says
+    what an inf input does to small."""
+    a_hi = rna_tf32(a)
+    # acc - (-a_hi) @ b_hi, not acc + a_hi @ b_hi: Triton's combiner rewrites an fp32 add of a dot
+    # started from zero into that dot accumulating in acc, on the tensor cores over all of K
+    # (sm_90 PTX: no fp32 add in the loop); it has no such rule for a subtraction
+    acc -= tl.dot(-a_hi, b_hi, tl.zeros_like(acc), input_precision="tf32")
     small = tl.dot(a - a_hi, b_hi, small, input_precision="tf32")
     return acc, tl.dot(a_hi, b_lo, small, input_precision="tf32")
 

@@ -103,27 +103,16 @@ def {name}_kernel(
     blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     comp = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # bf16x6 only: the rounding error acc still owes
-    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT_B only: the small products' running sum
-    for k0 in range(k_lo, k_hi, BLOCK_K):
-        ks = k0 + offs_k
-        k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
-        a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
-        b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-{prologue}        if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
-            b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-{b_lo_mask}            acc, small = tf32x3_split_step(a, b, b_lo, acc, small)
-            blo_ptrs += BLOCK_K * s_bk
-        elif PRECISION == "bf16x6":
-            acc, comp = bf16x6_dot(a, b, acc, comp)
-        else:
-            acc = tl.dot(a, b, acc, input_precision=PRECISION)
-        a_ptrs += BLOCK_K * s_ak
-        b_ptrs += BLOCK_K * s_bk
-    if PRECISION == "bf16x6":  # comp is what the last adds rounded away, with its sign flipped
+{k_loop}    if PRECISION == "bf16x6":  # comp is what the last adds rounded away, with its sign flipped
         acc = acc - comp
-    if SPLIT_B:
-        acc += tf32x3_small_sum(small)
-
+    if SPLIT_B:  # the fast loop leaves a small product's inf * 0 unmasked: a NaN in the tile (only where an
+        # input holds an inf or a NaN) redoes the tile with the mask, so the common case pays one check
+        if tl.max(tl.where(acc == acc, 0, 1)) > 0:
+            a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+            b_ptrs = b_ptr + b_offs
+            blo_ptrs = blo_ptr + b_offs
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+{k_loop_masked}
     out_ok = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum
         ws = c_ptr + (split * tl.num_programs(1) + batch).to(tl.int64) * M * N
@@ -259,6 +248,36 @@ def {name}_splitk_kernel(
 {epilogue}{store}'''
 
 
+def _k_loop(spec: GemmSpec, indent: str, masked: bool) -> str:
+    """The tiled kernel's K loop at ``indent``. ``masked``: the SPLIT_B redo of a tile that came out
+    with a NaN, its small products' NaN masked each step (the other precision paths never get there)."""
+    body = indent + " " * 4
+    b_lo_mask = ("" if spec.b_tri is None else
+                 f"{body}b_lo = tl.where({tri_keep(spec.b_tri, 'ks', 'offs_n')}, b_lo, 0.0)\n")
+    split = (f"{body}b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
+             + b_lo_mask
+             + f"{body}acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN={masked})\n"
+             + f"{body}blo_ptrs += BLOCK_K * s_bk\n")
+    if masked:
+        multiply = split
+    else:
+        multiply = (f"{body}if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here\n"
+                    + "".join(f"    {line}\n" for line in split.splitlines())
+                    + f'{body}elif PRECISION == "bf16x6":\n'
+                    + f"{body}    acc, comp = bf16x6_dot(a, b, acc, comp)\n"
+                    + f"{body}else:\n"
+                    + f"{body}    acc = tl.dot(a, b, acc, input_precision=PRECISION)\n")
+    steps = "tl.range(k_lo, k_hi, BLOCK_K, num_stages=1)" if masked else "range(k_lo, k_hi, BLOCK_K)"
+    return (f"{indent}for k0 in {steps}:\n"
+            f"{body}ks = k0 + offs_k\n"
+            f"{body}k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing\n"
+            f"{body}a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)\n"
+            f"{body}b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
+            + _prologue(spec, body) + multiply
+            + f"{body}a_ptrs += BLOCK_K * s_ak\n"
+            f"{body}b_ptrs += BLOCK_K * s_bk\n")
+
+
 def _prologue(spec: GemmSpec, indent: str, vector: bool = False) -> str:
     """Elementwise chains on the loaded tiles, then the triangular masks of the operands."""
     code = ""
@@ -291,10 +310,8 @@ def render_kernels(spec: GemmSpec) -> str:
     store = _STORE_ROW if spec.row_out else _STORE_TILE
     common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
                   scalar_args=scalar_args(spec.n_scalar))
-    b_lo_mask = ("" if spec.b_tri is None else
-                 f"{' ' * 12}b_lo = tl.where({tri_keep(spec.b_tri, 'ks', 'offs_n')}, b_lo, 0.0)\n")
-    text = _HEADER.format(**common, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8),
-                          b_lo_mask=b_lo_mask,
+    text = _HEADER.format(**common, k_range=k_range_code(spec, "    "),
+                          k_loop=_k_loop(spec, "    ", masked=False), k_loop_masked=_k_loop(spec, " " * 12, masked=True),
                           epilogue=epilogue_code(spec, " " * 8),
                           store=store.format(i=" " * 8, cache=", cache_modifier=STORE_CACHE"))
     text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    ", cache=""))

@@ -26,11 +26,13 @@ in a pass of its own too, so the loop only loads and multiplies. The large produ
 K step goes into a fresh tile that is added to the accumulator in fp32: summing all of K in
 one tensor-core accumulator ran at 100-115 TFLOP/s with an error of 5.7e-5 (H100,
 bench/results/tf32-split-h100-2026-12-06-2211.json), as tl.dot's own tf32x3 also sums each
-step apart. The two small products, ~2^-11 of it, run in a tensor-core accumulator of their
-own over all of K, loop-carried, which the compiler keeps asynchronous: one tensor-core
-wait a K step in the sm_90 PTX, against three when all three go into the fresh tile (the
-form measured on an H100 on 2026-12-06: 97 TFLOP/s at 8192^3, 1.98x cuBLAS fp32, error
-3.2e-7; tf32-split-h100-2026-12-06-2319.json). Infinities: an inf meeting a zero part
+step apart. The fresh tile is subtracted, A's part negated: Triton rewrites an fp32 add of
+a dot begun from zero into that dot accumulating in acc, which is the 5.7e-5 design again.
+The two small products, ~2^-11 of it, run in a tensor-core accumulator of their own over
+all of K, loop-carried, which the compiler keeps asynchronous: two tensor-core waits a K
+step in the sm_90 PTX, against three when all three go into the fresh tile (the form
+measured on an H100 on 2026-12-06: 97 TFLOP/s at 8192^3, 1.98x cuBLAS fp32, error 3.2e-7;
+tf32-split-h100-2026-12-06-2319.json); this one is not yet timed. Infinities: an inf meeting a zero part
 (0 * inf), or b = inf meeting a remainder of A whose sign is not its large part's
 (-inf + inf), makes the small sum NaN where A @ B is +-inf; the large products carry the
 inf, so the small sum's non-finite entries are zeroed once, at the end.
@@ -186,8 +188,10 @@ def matmul_tf32x3_kernel(
             bt_lo = tl.trans(tl.load(btlo_ptr + bt_offs, mask=b_ok, other=0.0))
             # PRECISION is "tf32" here. The large product in a fresh tile added in fp32 (one
             # tensor-core accumulator over all of K lost 5.7e-5 relative at K = 8192), the small
-            # ones in their own loop-carried accumulator (see the docstring)
-            acc += tl.dot(a_hi, bt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision=PRECISION)
+            # ones in their own loop-carried accumulator (see the docstring). Subtracted, with A's
+            # part negated: Triton rewrites acc + dot(x, y, 0) into dot(x, y, acc), which would put
+            # the large product back on the tensor cores' accumulator (2.0e-5 at 8192^3, H100)
+            acc -= tl.dot(-a_hi, bt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision=PRECISION)
             small = tl.dot(a_lo, bt, small, input_precision=PRECISION)
             small = tl.dot(a_hi, bt_lo, small, input_precision=PRECISION)
         a_offs += BLOCK_K * stride_ak

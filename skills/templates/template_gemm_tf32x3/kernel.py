@@ -138,22 +138,44 @@ def rna_tf32(x):
 
 
 @triton.jit
-def tf32x3_split_step(a, b_hi, b_lo, acc, small):
-    """One K step of a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32
-    parts: (acc + a_hi @ b_hi, small + a_lo @ b_hi + a_hi @ b_lo).
+def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
+    """acc + a @ b at about fp32 accuracy on the TF32 tensor cores, B given as its TF32 parts.
 
     b = b_hi + b_lo to 2^-22 was split once, before the kernel (tf32_parts), so b's parts come
     from shared memory as loaded; tl.dot's own "tf32x3" splits both tiles every K step and sends
-    B's parts back through shared memory. a splits here, in registers. The large product goes
-    into a fresh tile added to acc in fp32: a tensor-core accumulator running over all of K
-    lost about 5e-5 relative at K = 8192 (H100, 2026-12-06, bench/tf32_split.py). The small
-    products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K (its
-    error is that much smaller), loop-carried: the form the compiler keeps asynchronous, so a
-    K step waits on the tensor cores once (sm_90 PTX: one `wgmma.wait_group 0` a step, against
-    three when all three products are summed in the fresh tile). tf32x3_small_sum says what
-    an inf input does to small."""
+    B's parts back through shared memory. a splits here, in registers. The step's three
+    products, the small ones first, are summed in a fresh tile and then added to acc in fp32: a
+    tensor-core accumulator running over all of K lost about 5e-5 relative at K = 8192 (H100,
+    2026-12-06, bench/tf32_split.py). MASK_NAN zeroes a non-finite sum of the small products,
+    which only an inf input makes, where a @ b is inf or NaN and a_hi * b_hi carries it: an inf
+    meeting a zero part (0 * inf = NaN), or b = inf meeting a_lo, whose sign is a_hi's in half
+    the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
+    output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
-    acc += tl.dot(a_hi, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    a_lo = a - a_hi
+    step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
+    step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
+    if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign
+        step = tl.where(step - step == 0.0, step, 0.0)  # than a_hi * inf): hi * hi alone carries the inf
+    return acc + tl.dot(a_hi, b_hi, step, input_precision="tf32")
+
+
+@triton.jit
+def tf32x3_split_step(a, b_hi, b_lo, acc, small):
+    """One K step of a @ b at about fp32 accuracy, B given as its TF32 parts: (acc + a_hi @ b_hi,
+    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, opt-in).
+
+    The large product goes into a fresh tile added to acc in fp32, as in tf32x3_split_dot. The
+    small products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K,
+    loop-carried, so the compiler keeps them asynchronous: two wgmma waits a K step on sm_90
+    against tf32x3_split_dot's three, for a third accumulator's registers (255 at 128 x 128 x 32
+    on 8 warps, a 40-byte spill: hence not the GEMM template's step). tf32x3_small_sum says
+    what an inf input does to small."""
+    a_hi = rna_tf32(a)
+    # acc - (-a_hi) @ b_hi, not acc + a_hi @ b_hi: Triton's combiner rewrites an fp32 add of a dot
+    # started from zero into that dot accumulating in acc, on the tensor cores over all of K
+    # (sm_90 PTX: no fp32 add in the loop); it has no such rule for a subtraction
+    acc -= tl.dot(-a_hi, b_hi, tl.zeros_like(acc), input_precision="tf32")
     small = tl.dot(a - a_hi, b_hi, small, input_precision="tf32")
     return acc, tl.dot(a_hi, b_lo, small, input_precision="tf32")
 
@@ -326,7 +348,6 @@ def gemm_0_gemm_kernel(
     blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     comp = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # bf16x6 only: the rounding error acc still owes
-    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT_B only: the small products' running sum
     for k0 in range(k_lo, k_hi, BLOCK_K):
         ks = k0 + offs_k
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
@@ -334,7 +355,7 @@ def gemm_0_gemm_kernel(
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
         if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
             b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-            acc, small = tf32x3_split_step(a, b, b_lo, acc, small)
+            acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=False)
             blo_ptrs += BLOCK_K * s_bk
         elif PRECISION == "bf16x6":
             acc, comp = bf16x6_dot(a, b, acc, comp)
@@ -344,8 +365,23 @@ def gemm_0_gemm_kernel(
         b_ptrs += BLOCK_K * s_bk
     if PRECISION == "bf16x6":  # comp is what the last adds rounded away, with its sign flipped
         acc = acc - comp
-    if SPLIT_B:
-        acc += tf32x3_small_sum(small)
+    if SPLIT_B:  # the fast loop leaves a small product's inf * 0 unmasked: a NaN in the tile (only where an
+        # input holds an inf or a NaN) redoes the tile with the mask, so the common case pays one check
+        if tl.max(tl.where(acc == acc, 0, 1)) > 0:
+            a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+            b_ptrs = b_ptr + b_offs
+            blo_ptrs = blo_ptr + b_offs
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in tl.range(k_lo, k_hi, BLOCK_K, num_stages=1):
+                ks = k0 + offs_k
+                k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
+                a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+                b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
+                acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=True)
+                blo_ptrs += BLOCK_K * s_bk
+                a_ptrs += BLOCK_K * s_ak
+                b_ptrs += BLOCK_K * s_bk
 
     out_ok = m_ok[:, None] & n_ok[None, :]
     if SPLIT_K > 1:  # partials [SPLIT_K, B0 * B1, M, N], contiguous; the epilogue runs after their sum
