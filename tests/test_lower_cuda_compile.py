@@ -233,8 +233,8 @@ def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_core
     2026-12-06), 3xTF32's point gone, and the CPU interpreter cannot see it. In the sm_90 PTX the
     K loop must start a tile afresh (a wgmma with scale-d 0) and add it with the CUDA cores
     (an fp32 add for each of a thread's 64 accumulator entries at 128 x 128 on 8 warps): the GEMM
-    template's step and the matmul_tf32x3 skill's split configs (the conv option's step is the
-    GEMM lowering's tf32x3_split_step, compiled by the conv tests)."""
+    template's step, the matmul_tf32x3 skill's split configs and the conv template's weight
+    split (the GEMM lowering's tf32x3_split_step)."""
     pytest.importorskip("triton.backends.nvidia")
     from kernelrag.draft.lower.gemm import render_gemm
     from kernelrag.draft.lower.gemm_spec import GemmSpec
@@ -247,7 +247,19 @@ def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_core
                        "args": [t] * 5 + [size] * 3 + [size, 1, size, 1, size, 1],
                        "kwargs": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=32, GROUP_M=8, SPLIT=split,
                                       PRECISION="tf32", num_warps=8, num_stages=3)} for split in (1, 2)]
+    from kernelrag.draft.lower.conv import ConvSpec, render_conv
+
+    conv = render_conv(ConvSpec(2, (3, 3), (1, 1), (1, 1), (1, 1), 1))
+    conv_module = load(conv.source, str(tmp_path / "conv_split.py"))
+    seen = record(conv_module, execute=False)
+    getattr(conv_module, conv.entry)(torch.randn(2, 64, 16, 16), torch.randn(64, 64, 3, 3), precision="tf32x3",
+                                     split_b=True)
+    main = next(launch for launch in seen if launch["kernel"].endswith("conv_kernel"))
+    assert main["kwargs"]["SPLIT_B"] is True
+    conv_launch = {**main, "kwargs": {**main["kwargs"], "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32},
+                   "options": {**main["options"], "num_warps": 8, "num_stages": 4}}
     results = assert_all_compile([(str(gemm), [_tile_launch("float32", "tf32x3", (128, 128, 32, 8, 3), True)]),
-                                  (str(skill), skill_launches)])
+                                  (str(skill), skill_launches), (str(tmp_path / "conv_split.py"), [conv_launch])])
+    assert len(results) == 4
     for r in results:
         assert r["loop_fresh_wgmma"] >= 1 and r["loop_f32_adds"] >= 64, r
