@@ -31,29 +31,41 @@ def attention_tma_kernel(desc_q, desc_k, desc_v, desc_o, SEQ_K, qk_scale_log2,
     m_i = tl.full([BLOCK_M], float("-inf"), dtype=tl.float32)
     l_i = tl.zeros([BLOCK_M], dtype=tl.float32)
     acc = tl.zeros([BLOCK_M, HEAD_DIM], dtype=tl.float32)
-    offs_n = tl.arange(0, BLOCK_N)
-    for start_n in tl.range(0, SEQ_K, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
-        k = desc_k.load([zh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        s = tl.dot(q, tl.trans(k))
-        s = tl.where((start_n + offs_n)[None, :] < SEQ_K, s, float("-inf"))  # the zero-filled tail
-        m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale_log2)
-        if LAZY_RESCALE:   # the skill's LAZY_RESCALE: a new reference only past a growth of 2^8
-            if tl.max(m_new - m_i, axis=0) > 8.0:
-                alpha = tl.exp2(m_i - m_new)
-                l_i = l_i * alpha
-                acc = acc * alpha[:, None]
-                m_i = m_new
-        else:
+    full = SEQ_K // BLOCK_N * BLOCK_N  # keys in whole tiles: no key mask, as in the skill
+    for start_n in tl.range(0, full, BLOCK_N, warp_specialize=WARP_SPECIALIZE):
+        acc, l_i, m_i = _fold(acc, l_i, m_i, q, desc_k, desc_v, zh, start_n, SEQ_K, qk_scale_log2,
+                              BLOCK_N, HEAD_DIM, False, LAZY_RESCALE)
+    if full < SEQ_K:  # the last, partial key tile: the descriptor fills it with zeros, masked here
+        acc, l_i, m_i = _fold(acc, l_i, m_i, q, desc_k, desc_v, zh, full, SEQ_K, qk_scale_log2,
+                              BLOCK_N, HEAD_DIM, True, LAZY_RESCALE)
+    o = acc / l_i[:, None]
+    desc_o.store([zh, start_m, 0], o.to(q.dtype).reshape(1, BLOCK_M, HEAD_DIM))
+
+
+@triton.jit
+def _fold(acc, l_i, m_i, q, desc_k, desc_v, zh, start_n, SEQ_K, qk_scale_log2,
+          BLOCK_N: tl.constexpr, HEAD_DIM: tl.constexpr, MASK_TAIL: tl.constexpr, LAZY_RESCALE: tl.constexpr):
+    """One key tile folded into the online softmax state (acc, l_i, m_i), as the skill's _attend."""
+    k = desc_k.load([zh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    s = tl.dot(q, tl.trans(k))
+    if MASK_TAIL:
+        s = tl.where((start_n + tl.arange(0, BLOCK_N))[None, :] < SEQ_K, s, float("-inf"))
+    m_new = tl.maximum(m_i, tl.max(s, axis=1) * qk_scale_log2)
+    if LAZY_RESCALE:   # the skill's LAZY_RESCALE: a new reference only past a growth of 2^8
+        if tl.max(m_new - m_i, axis=0) > 8.0:
             alpha = tl.exp2(m_i - m_new)
             l_i = l_i * alpha
             acc = acc * alpha[:, None]
             m_i = m_new
-        p = tl.exp2(s * qk_scale_log2 - m_i[:, None])
-        l_i = l_i + tl.sum(p, axis=1)
-        v = desc_v.load([zh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
-        acc = tl.dot(p.to(v.dtype), v, acc)
-    o = acc / l_i[:, None]
-    desc_o.store([zh, start_m, 0], o.to(q.dtype).reshape(1, BLOCK_M, HEAD_DIM))
+    else:
+        alpha = tl.exp2(m_i - m_new)
+        l_i = l_i * alpha
+        acc = acc * alpha[:, None]
+        m_i = m_new
+    p = tl.exp2(s * qk_scale_log2 - m_i[:, None])
+    l_i = l_i + tl.sum(p, axis=1)
+    v = desc_v.load([zh, start_n, 0]).reshape(BLOCK_N, HEAD_DIM)
+    return tl.dot(p.to(v.dtype), v, acc), l_i, m_i
 
 
 def supported(q, k, v) -> bool:
@@ -62,7 +74,8 @@ def supported(q, k, v) -> bool:
 
     d = q.shape[-1]
     return (q.ndim == k.ndim == v.ndim == 4 and q.dtype in (torch.float16, torch.bfloat16)
-            and q.dtype == k.dtype == v.dtype and k.shape == v.shape and 16 <= d <= 256
+            and q.dtype == k.dtype == v.dtype and k.shape == v.shape
+            and q.shape[:2] == k.shape[:2] and k.shape[3] == d and 16 <= d <= 256
             and d & (d - 1) == 0 and all(t.is_contiguous() for t in (q, k, v)))
 
 
