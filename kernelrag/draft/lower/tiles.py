@@ -42,9 +42,9 @@ GEMM_TILES = (
 )
 
 # 3xTF32 with B split into TF32 parts before the kernel (the launcher's CUDA default): a K step
-# loads A and both of B's parts, so BLOCK_K 32 keeps 3 stages of 128x128 in 144 KB of shared
-# memory (BLOCK_K 64 would need 288); the step's fresh tile beside the accumulator is 206
-# registers at 8 warps, no spill (sm_90, the matmul_tf32x3 skill's SPLIT=1 form).
+# loads A and both of B's parts, so BLOCK_K 32 keeps 3 stages of 128x128 in 128 KB of shared
+# memory (sm_90 compile: 131,072 bytes; BLOCK_K 64 would need twice that); the step's fresh
+# three-product tile beside the accumulator: 237 registers at 8 warps, no spill (triton 3.9).
 GEMM_TILES_TF32X3_SPLIT = (
     dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 32, 8, 3)),
     dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 32, 8, 3)),
