@@ -238,11 +238,10 @@ def _run_tasks(args: argparse.Namespace, tasks: list[Path], results: dict[str, A
     once more at the end with nothing beside it (``MemoryAdmission.run_alone``)."""
     start, walls = time.perf_counter(), []
     admission = admission or MemoryAdmission(None)
-    todo = [t for t in tasks if t.stem not in results["tasks"]]
-    todo += [t for t in tasks if _short_of_memory(results["tasks"].get(t.stem))]   # a resumed run's retries
-    for path in todo:
-        if _short_of_memory(results["tasks"].get(path.stem)):
-            admission.run_alone(path)
+    retries = [t for t in tasks if _short_of_memory(results["tasks"].get(t.stem))]   # a resumed run's
+    for path in retries:
+        admission.run_alone(path)
+    todo = [t for t in tasks if t.stem not in results["tasks"]] + retries
     run_log = {"started": _dt.datetime.now(_dt.timezone.utc).isoformat(timespec="seconds"),
                "parallel": max(1, args.parallel), "tasks": 0, "wall_s": 0.0}
     results.setdefault("runs", []).append(run_log)   # one per invocation: a resumed suite's wall is their sum
