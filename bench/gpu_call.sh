@@ -35,6 +35,17 @@ fi
 # a step's own budget: it starts nothing new in its last 60 s, or in its second half when the
 # step is shorter than 120 s (a 60 s step once got a budget of 0 and ran nothing)
 start_budget() { echo $(( $1 > 120 ? $1 - 60 : $1 / 2 )); }
+# What was measured comes back even when the call is cut short (the device's limit for the
+# call, or its session's last seconds, below the steps' own): the work folder is packed after
+# every step and once a minute, each archive renamed over the last only when it is whole
+# (tar's status 1 says a file grew while read: the archive is still good).
+pack() {
+  { tar czf "$out/.packing.tgz" -C "$work" --exclude=./home/cache/baselines . 2>/dev/null || [ $? -eq 1 ]; } &&
+    mv -f "$out/.packing.tgz" "$out/results.tgz"
+}
+( while sleep 60; do pack; done ) >/dev/null 2>&1 & packer=$!   # off the call's output: nothing waits on it
+stop_packer() { pkill -P $packer 2>/dev/null; kill $packer 2>/dev/null; wait $packer 2>/dev/null; }
+trap stop_packer EXIT
 day=$(date +%F)
 gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -o "H[0-9]\+" | head -1 | tr H h)   # h100, h200: names the files
 gpu=${gpu:-cuda}
@@ -99,10 +110,12 @@ for step in "$@"; do
     smoke)      bash bench/gpu_smoke.sh "$work/smoke-$gpu-$day" 2>&1 | tail -30 ;;
     *) echo "unknown step $name" ;;
   esac
+  pack
 done
+stop_packer
 # The compiled baselines (binary, tens of MB) come back apart, in parts under the device
 # tool's 16 MiB a file; restore them with: cat baselines.tgz.part-* | tar xz -C bench/home-h200/cache
-tar czf "$out/results.tgz" -C "$work" --exclude=./home/cache/baselines .
+pack
 if [ -d "$work/home/cache/baselines" ]; then
   tar czf - -C "$work/home/cache" baselines | split -b 15m -d -a 1 - "$out/baselines.tgz.part-"
 fi
