@@ -46,7 +46,7 @@ def _config_launchers(skill, q, k, v):
     tiles = [(c.kwargs, c.num_warps, c.num_stages, c in chosen) for c in kernel.configs]
     tiles += [({"BLOCK_M": m, "BLOCK_N": n}, w, s, False) for m, n, w, s in EXTRA]
     lazy_tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-                  for c in kernel.configs if c.kwargs.get("LAZY_RESCALE")}   # CONFIGS lists these lazily too
+                  for c in kernel.configs if c.kwargs.get("LAZY_RESCALE")}   # tiles CONFIGS already lists lazily
     for meta, warps, stages, pruned_in in tiles:
         meta = dict(meta)
 
