@@ -256,7 +256,7 @@ PATH_HOW = {
     "skill_tf32x3": "matmul_tf32x3 skill, tuned config, B as stored (one-pass transpose timed)",
     "skill_tf32x3_b_kmajor": "matmul_tf32x3 skill, tuned config, B given K-major (no transpose)",
     "template_tf32x3": "the lowering's GEMM template, 3xTF32 (on CUDA: B split into TF32 parts in one "
-                       "timed pass, A in the K loop)",
+                       "timed pass, A too from N = 4096, else in the K loop)",
 }
 GOAL_PATHS = ("skill_tf32x3", "template_tf32x3")   # kernelrag's fp32 GEMMs: the goal takes the faster
 

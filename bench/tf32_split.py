@@ -29,10 +29,11 @@ it), at SIZE^3 (default 4096 and 8192):
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
   loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``+small``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
-  3xTF32 with ``tl.dot``'s own split (``split_b=False``) and with B split before the kernel
-  (``split_b+chunk1``'s design, with a NaN redo for infinities),
-  at the launcher's own tile and at each of ``TEMPLATE_TILES`` (the split's tile table
-  replaced by that one row for the call): the candidates for that table;
+  3xTF32 with ``tl.dot``'s own split (``split_b=False``), with B split before the kernel
+  (``split_b+chunk1``'s design, with a NaN redo for infinities) and with A split there too
+  (``split_a``, ``split_ab+chunk1``'s design, the launcher's default from N = 4096), at the
+  launcher's own tile and at each of ``TEMPLATE_TILES`` (the split's tile table replaced by
+  that one row for the call): the candidates for that table;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -54,9 +55,9 @@ from bench.fp32_gemm import GOAL_REL_ERR, SKILLS, load_module, template_module
 # (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the split kernels
 SPLIT_CONFIGS = ((128, 128, 32, 8, 3), (128, 128, 32, 8, 4), (128, 64, 32, 4, 3))
 CHUNKS = (1, 2, 4)  # K steps a tensor-core accumulator sums before the fp32 add (0: all of K)
-# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the template's split; each compiles for
-# sm_90 without spilling and within 227 KB of shared memory (180 KB at 4 stages)
-TEMPLATE_TILES = ((128, 128, 32, 8, 4), (128, 128, 16, 8, 6), (64, 128, 32, 4, 3), (128, 64, 32, 4, 3))
+# (BLOCK_M, BLOCK_N, BLOCK_K, num_warps, num_stages) for the template's split of both operands; each
+# fits sm_90's 227 KB of shared memory with A's two parts beside B's (128 x 128 x 32 at 4 stages would not)
+TEMPLATE_TILES = ((128, 128, 16, 8, 6), (128, 128, 16, 8, 4), (64, 128, 32, 4, 3), (128, 64, 32, 4, 3))
 SKILL = load_module(SKILLS["matmul_tf32x3"][0], "skill_matmul_tf32x3")
 _rna_tf32 = SKILL._rna_tf32        # the skill's rounding and split pass: the survey's kernels use them
 
@@ -176,16 +177,17 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     module, mm = template_module(folder)
     table = module.GEMM_TILES_TF32X3_SPLIT
 
-    def template(split_b: bool, tile: tuple | None = None):
+    def template(split_b: bool, tile: tuple | None = None, split_a: bool | None = None):
         # a row of the emitted table: (cuda, min M, min N, min K, min programs, tile)
         module.GEMM_TILES_TF32X3_SPLIT = table if tile is None else ((a.is_cuda, 0, 0, 0, 0, tile),)
-        return mm(a, b, split_b=split_b)
+        return mm(a, b, split_b=split_b, split_a=split_a)
 
-    for split_b in (False, True):
-        runs[f"template:split_b={split_b}"] = lambda s=split_b: template(s)
+    for split_b, split_a in ((False, None), (True, False), (True, True)):
+        runs[f"template:split_b={split_b}" + ("" if split_a is None else f",split_a={split_a}")] = (
+            lambda s=split_b, t=split_a: template(s, split_a=t))
     for tile in TEMPLATE_TILES:
-        label = "template:split_b=True,BM={},BN={},BK={},warps={},stages={}".format(*tile)
-        runs[label] = lambda t=tile: template(True, t)
+        label = "template:split_b=True,split_a=True,BM={},BN={},BK={},warps={},stages={}".format(*tile)
+        runs[label] = lambda t=tile: template(True, t, split_a=True)
     for a_split in (False, True):
         for config in SPLIT_CONFIGS:     # the small products apart, the large one fresh each step
             label = f"{'split_ab' if a_split else 'split_b'}+small:" + "BM={},BN={},BK={},warps={},stages={}".format(

@@ -133,15 +133,15 @@ def test_a_loop_carried_type_change_is_caught(tmp_path):
 SM90_SHARED_BYTES = 232448   # shared memory a block may use on sm_90 (227 KB)
 
 
-def _tile_launch(dtype: str, precision: str, tile: tuple, split_b: bool = False) -> dict:
+def _tile_launch(dtype: str, precision: str, tile: tuple, split_b: bool = False, split_a: bool = False) -> dict:
     """A launch of the GEMM template's tile kernel at 4096^3 (A [M, K], B^T-major [K, N] strides;
-    split_b: B given as TF32 parts, 3xTF32's CUDA default)."""
+    split_b: B given as TF32 parts, 3xTF32's CUDA default; split_a: A too, its default from N 4096)."""
     bm, bn, bk, warps, stages = tile
     t, size = {"tensor": dtype}, 4096
-    args = [t, t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
+    args = [t, t, t, t, t, size, size, size, 1, 0, 0, size, 1, 0, 0, 1, size, 0, 0, size, 1]
     return {"kernel": "mm_kernel", "args": args,
             "kwargs": dict(BLOCK_M=bm, BLOCK_N=bn, BLOCK_K=bk, GROUP_M=8, SPLIT_K=1, PRECISION=precision,
-                           SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)}
+                           SPLIT_B=split_b, SPLIT_A=split_a, STORE_CACHE="", num_warps=warps, num_stages=stages)}
 
 
 @pytest.mark.slow
@@ -155,17 +155,18 @@ def test_every_cuda_gemm_tile_compiles_for_its_dot_path(tmp_path):
 
     path = tmp_path / "mm_tiles.py"
     path.write_text(render_gemm(GemmSpec(name="mm", epilogue="acc = tl.minimum(tl.maximum(acc, -0.5), 0.5)\n")).source)
-    paths = {   # table -> (dtype, dot path, B split into TF32 parts) of the launches that pick it
-        "GEMM_TILES": [("float32", "tf32x3", False)], "GEMM_TILES_TF32X3_SPLIT": [("float32", "tf32x3", True)],
-        "GEMM_TILES_BF16X6": [("float32", "bf16x6", False)],
-        "GEMM_TILES_16BIT": [("bfloat16", "tf32", False), ("float16", "tf32", False)]}
-    launches = [_tile_launch(dtype, precision, row["tile"], split_b) for table, uses in paths.items()
-                for row in getattr(tiles, table) if row["cuda"] for dtype, precision, split_b in uses]
+    paths = {   # table -> (dtype, dot path, B split into TF32 parts, A too) of the launches that pick it
+        "GEMM_TILES": [("float32", "tf32x3", False, False)],
+        "GEMM_TILES_TF32X3_SPLIT": [("float32", "tf32x3", True, False), ("float32", "tf32x3", True, True)],
+        "GEMM_TILES_BF16X6": [("float32", "bf16x6", False, False)],
+        "GEMM_TILES_16BIT": [("bfloat16", "tf32", False, False), ("float16", "tf32", False, False)]}
+    launches = [_tile_launch(dtype, precision, row["tile"], split_b, split_a) for table, uses in paths.items()
+                for row in getattr(tiles, table) if row["cuda"] for dtype, precision, split_b, split_a in uses]
     # a short K (a tall-skinny product, K = 16): one step on 64 x 128 tiles, the store streamed out
     t, m = {"tensor": "float32"}, 32768
-    launches.append({"kernel": "mm_kernel", "args": [t, t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
+    launches.append({"kernel": "mm_kernel", "args": [t, t, t, t, t, m, m, 16, 1, 0, 0, 16, 1, 0, 0, m, 1, 0, 0, m, 1],
                      "kwargs": dict(BLOCK_M=64, BLOCK_N=128, BLOCK_K=16, GROUP_M=8, SPLIT_K=1, PRECISION="ieee",
-                                    SPLIT_B=False, STORE_CACHE=".cs", num_warps=4, num_stages=1)})
+                                    SPLIT_B=False, SPLIT_A=False, STORE_CACHE=".cs", num_warps=4, num_stages=1)})
     distinct = {repr(launch) for launch in launches}           # tables repeat a tile across rows
     results = assert_all_compile([(str(path), launches)])
     assert len(results) == len(distinct) >= 8
@@ -233,8 +234,8 @@ def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_core
     2026-12-06), 3xTF32's point gone, and the CPU interpreter cannot see it. In the sm_90 PTX the
     K loop must start a tile afresh (a wgmma with scale-d 0) and add it with the CUDA cores
     (an fp32 add for each of a thread's 64 accumulator entries at 128 x 128 on 8 warps): the GEMM
-    template's step, the matmul_tf32x3 skill's split configs and the conv template's weight
-    split (the GEMM lowering's tf32x3_split_step)."""
+    template's step (A split in the kernel or before it), the matmul_tf32x3 skill's split configs
+    and the conv template's weight split (the GEMM lowering's tf32x3_split_step)."""
     pytest.importorskip("triton.backends.nvidia")
     from kernelrag.draft.lower.gemm import render_gemm
     from kernelrag.draft.lower.gemm_spec import GemmSpec
@@ -258,8 +259,9 @@ def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_core
     assert main["kwargs"]["SPLIT_B"] is True
     conv_launch = {**main, "kwargs": {**main["kwargs"], "BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32},
                    "options": {**main["options"], "num_warps": 8, "num_stages": 4}}
-    results = assert_all_compile([(str(gemm), [_tile_launch("float32", "tf32x3", (128, 128, 32, 8, 3), True)]),
+    results = assert_all_compile([(str(gemm), [_tile_launch("float32", "tf32x3", (128, 128, 32, 8, 3), True, split_a)
+                                               for split_a in (False, True)]),
                                   (str(skill), skill_launches), (str(tmp_path / "conv_split.py"), [conv_launch])])
-    assert len(results) == 4
+    assert len(results) == 5
     for r in results:
         assert r["loop_fresh_wgmma"] >= 1 and r["loop_f32_adds"] >= 64, r

@@ -215,6 +215,38 @@ def test_b_split_into_tf32_parts_before_the_kernel(a_shape, b_shape, tb):
     check(GemmSpec(), mm, torch.randn(a_shape), b, precision="tf32x3", split_b=True, split_k=2)
 
 
+@pytest.mark.parametrize("a_shape,b_shape,tb,splits", [
+    ((37, 21), (21, 45), False, 2),          # ragged tiles: both operands split in a pass
+    ((37, 21), (45, 21), True, 2),           # nn.Linear's weight
+    ((2, 3, 17, 21), (21, 19), False, 2),    # leading dims fold into one tall A, which splits
+    ((3, 37, 40), (3, 40, 45), False, 1),    # bmm: A is not one matrix, only B splits
+])
+def test_a_split_too_where_it_is_one_matrix(a_shape, b_shape, tb, splits):
+    """SPLIT_A: A's TF32 parts from the same pass as B's, loaded in the K loop beside A's TF32 part.
+    The interpreter computes the dots in IEEE fp32, so a part lost or read at B's offsets shows
+    as an error near TF32's 1e-3; the passes that ran are counted."""
+    torch.manual_seed(5)
+    b = torch.randn(b_shape)
+    b = b.transpose(-1, -2) if tb else b
+    a = torch.randn(a_shape)
+    run = launcher(GemmSpec())
+    parts, calls = run.__globals__["tf32_parts"], []
+    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or parts(t)
+    for split_k in (1, 2):
+        calls.clear()
+        out = run(a, b, precision="tf32x3", split_b=True, split_a=True, split_k=split_k)
+        ref = a.double() @ b.double()
+        err = (out.double() - ref).abs().max().item() / ref.abs().max().item()
+        assert err < 1e-5 and len(calls) == splits, (err, calls)
+
+
+def test_a_split_is_the_default_only_for_wide_products_without_an_a_prologue():
+    plain, with_a_prologue, with_a_tri = (render_gemm(spec).source for spec in (
+        GemmSpec(), GemmSpec(a_prologue=(Step("relu", ("acc",)),)), GemmSpec(a_tri=Tri("tril"))))
+    assert "split_a = True and N >= 4096" in plain
+    assert "split_a = False and N >= 4096" in with_a_prologue and "split_a = False and N >= 4096" in with_a_tri
+
+
 @pytest.mark.parametrize("kind", ["tril", "triu"])
 def test_b_split_keeps_a_triangular_b(kind):
     tri = torch.tril if kind == "tril" else torch.triu
@@ -236,7 +268,8 @@ def _module(source: str, name: str) -> types.ModuleType:
     return module
 
 
-def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part():
+@pytest.mark.parametrize("split_a", [False, True])
+def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part(split_a):
     """The split's fast loop leaves its small products unmasked: an inf in A or B meeting a zero
     TF32 part there (A exact in TF32 has a zero remainder) is 0 * inf = NaN where A @ B is inf.
     The kernel then redoes that tile with the mask and gets A @ B's infs and NaNs; without the
@@ -254,7 +287,8 @@ def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part():
     outs = {}
     for redo in (True, False):
         text = source if redo else source.replace("MASK_NAN=True", "MASK_NAN=False")
-        outs[redo] = _module(text, f"mm_redo_{redo}").mm(a, b, precision="tf32x3", split_b=True).double()
+        outs[redo] = _module(text, f"mm_redo_{redo}").mm(a, b, precision="tf32x3", split_b=True,
+                                                         split_a=split_a).double()
     for redo, out in outs.items():
         same = torch.equal(out.isnan(), ref.isnan()) and torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0))
         assert same is redo, f"redo={redo}: the NaN and inf pattern {'differs from' if redo else 'matches'} A @ B's"
@@ -266,6 +300,6 @@ def test_b_split_redoes_a_tile_where_an_inf_met_a_zero_part():
     a = torch.randn(40, 48)
     b = torch.randn(48, 36)
     b[7, 3] = float("inf")
-    out = launcher(GemmSpec(name="mm"))(a, b, precision="tf32x3", split_b=True).double()
+    out = launcher(GemmSpec(name="mm"))(a, b, precision="tf32x3", split_b=True, split_a=split_a).double()
     ref = a.double() @ b.double()
     assert torch.equal(out.isinf() & (out > 0), ref.isinf() & (ref > 0)) and not out.isnan().any()

@@ -24,7 +24,9 @@ TF32 part and remainder, K-major, 12 bytes moved per element), and A in register
 (``tf32x3_split_dot``), where ``tl.dot``'s own "tf32x3" splits both tiles every K step and sends
 B's parts back through shared memory; each step's three products are summed in a fresh tile
 and added to the accumulator in fp32 (``split_b``; not when B's tile has a prologue, which acts on
-B and not on its parts, nor for a vector B). Hopper's TF32 MMA wants both operands K-major, so a
+B and not on its parts, nor for a vector B). Where A is one matrix (after folding its leading
+dims) without a prologue and N >= 4096, A is split the same way in a pass of its own (``split_a``,
+``tf32x3_parts_dot``): the K loop then only loads four tiles and multiplies. Hopper's TF32 MMA wants both operands K-major, so a
 (K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
 ``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
@@ -110,7 +112,13 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
     output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
-    a_lo = a - a_hi
+    return tf32x3_parts_dot(a_hi, a - a_hi, b_hi, b_lo, acc, MASK_NAN)
+
+
+@triton.jit
+def tf32x3_parts_dot(a_hi, a_lo, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
+    """acc + a @ b from both operands' TF32 parts, the step of tf32x3_split_dot: where A was split
+    before the kernel too (SPLIT_A), the K loop only loads and multiplies."""
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
     if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign
@@ -228,7 +236,7 @@ def k_major(t, rows_are_k):
     return y.reshape(*lead, C, R).transpose(-1, -2)
 '''
 
-LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=None, split_b=None):
+LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=None, split_b=None, split_a=None):
     """{doc}"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"{name}: need two tensors of one float dtype, got {{a.dtype}} and {{b.dtype}}")
@@ -249,12 +257,16 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
         split_b = cuda and {b_splittable!r} and N > 1
     split_b = bool(split_b) and precision == "tf32x3" and fp32
-    b_lo = None
+    a_lo = b_lo = None
     if precision == "tf32x3":
         a = k_major(a, rows_are_k=False)
         b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
+    if split_a is None:                       # A split too once it is one matrix: its pass moves 12 bytes an
+        split_a = {a_splittable!r} and N >= 4096   # element, less than the K loop saves from N ~ 2,200 on
+    if split_b and split_a and a.ndim == 2:   # (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+        a, a_lo = (t.transpose(-1, -2) for t in tf32_parts(a.transpose(-1, -2)))
     M = a.shape[-2]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
@@ -266,6 +278,7 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
     b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
     blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
+    alo4 = a4 if a_lo is None else a_lo.reshape(1, 1, *a_lo.shape)                       # laid out as a4
     a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
     b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
     e4 = [e.reshape(*batch, M, N) for e in extras]
@@ -307,17 +320,19 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, b4, blo4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a4, alo4, b4, blo4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
-                PRECISION=precision, SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)
+                PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE="", num_warps=warps,
+                num_stages=stages)
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
 {tma_branch}    else:
         {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, b4, blo4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a4, alo4, b4, blo4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
-            PRECISION=precision, SPLIT_B=split_b, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
+            PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
+            num_warps=warps, num_stages=stages)
     if {squeeze_rows!r}:
         out = out.squeeze(-1)
     if vec_b:
@@ -355,6 +370,7 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         scalars_call=scalars_call,
         whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
         b_splittable=not spec.b_prologue,     # a prologue on B's tile acts on B, not on its parts
+        a_splittable=not (spec.a_prologue or spec.a_tri),   # nor one (or a triangle's mask) on A's tile
         default_precision=LAUNCH_PRECISION[spec.precision],
         tma_branch=TMA_BRANCH.format(name=spec.name, extras_call=extras_call, scalars_call=scalars_call)
         if tma_eligible(spec) else "")
@@ -379,7 +395,8 @@ def transformations_of(spec: GemmSpec) -> list[str]:
 
 PRECISION_NOTES = {
     "tf32x3": "dot precision: tf32x3 (3xTF32, K-major operands; on CUDA B is split into its TF32 parts in a pass "
-              "before the kernel unless its tile has a prologue) for fp32, ieee under the CPU interpreter",
+              "before the kernel unless its tile has a prologue, and A too where it is one matrix and N >= 4096) "
+              "for fp32, ieee under the CPU interpreter",
     "bf16x6": "dot precision: bf16x6 (three bf16 parts, six products, Kahan sum over K) on CUDA for fp32, "
               "ieee under the CPU interpreter",
     "ieee": "dot precision: ieee (fp32 FMAs) for fp32 on CUDA and under the CPU interpreter",

@@ -46,7 +46,8 @@ from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code
 
 _HEADER = '''@triton.jit
 def {name}_kernel(
-    a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
+    a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast); its TF32 part when SPLIT_A
+    alo_ptr,  # SPLIT_A: A's TF32 remainder, laid out as A (otherwise not read)
     b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn); its TF32 part when SPLIT_B
     blo_ptr,  # SPLIT_B: B's TF32 remainder, laid out as B (otherwise not read)
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
@@ -61,7 +62,8 @@ def {name}_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
     PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
-    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel and A split here
+    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel (A here unless SPLIT_A)
+    SPLIT_A: tl.constexpr,  # with SPLIT_B: A split before the kernel too, its parts loaded as B's are
     STORE_CACHE: tl.constexpr,  # "" or ".cs": an output far past L2, written once, streams out evict-first
 ):
     pid = tl.program_id(0)
@@ -94,11 +96,13 @@ def {name}_kernel(
         k_chunk = tl.cdiv(tl.cdiv(k_hi - k_lo, SPLIT_K), BLOCK_K) * BLOCK_K
         k_lo = k_lo + split * k_chunk
         k_hi = min(k_hi, k_lo + k_chunk)
-    a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+    a_offs = (b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+              + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak)
     b_offs = (b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
               + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk)
     # 64-bit offsets once per tile; the K loop only steps the pointers (the form the compiler pipelines)
-    a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+    a_ptrs = a_ptr + a_offs
+    alo_ptrs = alo_ptr + a_offs  # A's remainder (SPLIT_A): laid out as A
     b_ptrs = b_ptr + b_offs
     blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -108,7 +112,8 @@ def {name}_kernel(
     if SPLIT_B:  # the fast loop leaves a small product's inf * 0 unmasked: a NaN in the tile (only where an
         # input holds an inf or a NaN) redoes the tile with the mask, so the common case pays one check
         if tl.max(tl.where(acc == acc, 0, 1)) > 0:
-            a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+            a_ptrs = a_ptr + a_offs
+            alo_ptrs = alo_ptr + a_offs
             b_ptrs = b_ptr + b_offs
             blo_ptrs = blo_ptr + b_offs
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -256,12 +261,17 @@ def _k_loop(spec: GemmSpec, indent: str, masked: bool) -> str:
                  f"{body}b_lo = tl.where({tri_keep(spec.b_tri, 'ks', 'offs_n')}, b_lo, 0.0)\n")
     split = (f"{body}b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)\n"
              + b_lo_mask
-             + f"{body}acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN={masked})\n"
+             + f"{body}if SPLIT_A:  # a holds A's TF32 part: its remainder is loaded beside it\n"
+             + f"{body}    a_lo = tl.load(alo_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)\n"
+             + f"{body}    acc = tf32x3_parts_dot(a, a_lo, b, b_lo, acc, MASK_NAN={masked})\n"
+             + f"{body}    alo_ptrs += BLOCK_K * s_ak\n"
+             + f"{body}else:\n"
+             + f"{body}    acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN={masked})\n"
              + f"{body}blo_ptrs += BLOCK_K * s_bk\n")
     if masked:
         multiply = split
     else:
-        multiply = (f"{body}if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here\n"
+        multiply = (f"{body}if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it\n"
                     + "".join(f"    {line}\n" for line in split.splitlines())
                     + f'{body}elif PRECISION == "bf16x6":\n'
                     + f"{body}    acc, comp = bf16x6_dot(a, b, acc, comp)\n"

@@ -95,7 +95,13 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
     output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
-    a_lo = a - a_hi
+    return tf32x3_parts_dot(a_hi, a - a_hi, b_hi, b_lo, acc, MASK_NAN)
+
+
+@triton.jit
+def tf32x3_parts_dot(a_hi, a_lo, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
+    """acc + a @ b from both operands' TF32 parts, the step of tf32x3_split_dot: where A was split
+    before the kernel too (SPLIT_A), the K loop only loads and multiplies."""
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
     if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign

@@ -152,7 +152,13 @@ def tf32x3_split_dot(a, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
     the cases only (-inf + inf = NaN). Unmasked (the kernel's fast loop), such a NaN reaches the
     output; the kernel then redoes that tile masked."""
     a_hi = rna_tf32(a)
-    a_lo = a - a_hi
+    return tf32x3_parts_dot(a_hi, a - a_hi, b_hi, b_lo, acc, MASK_NAN)
+
+
+@triton.jit
+def tf32x3_parts_dot(a_hi, a_lo, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
+    """acc + a @ b from both operands' TF32 parts, the step of tf32x3_split_dot: where A was split
+    before the kernel too (SPLIT_A), the K loop only loads and multiplies."""
     step = tl.dot(a_lo, b_hi, tl.zeros_like(acc), input_precision="tf32")
     step = tl.dot(a_hi, b_lo, step, input_precision="tf32")
     if MASK_NAN:  # a non-finite small product (an inf input: 0 * inf, or a_lo * inf of the other sign
@@ -289,7 +295,8 @@ def pick_tile(rules, cuda, M, N, K, programs):
 
 @triton.jit
 def gemm_0_gemm_kernel(
-    a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast)
+    a_ptr,  # A [B0, B1, M, K] read through its strides (a transpose is a stride swap; 0 = broadcast); its TF32 part when SPLIT_A
+    alo_ptr,  # SPLIT_A: A's TF32 remainder, laid out as A (otherwise not read)
     b_ptr,  # B [B0, B1, K, N] read through its strides (B[k, n] at k * s_bk + n * s_bn); its TF32 part when SPLIT_B
     blo_ptr,  # SPLIT_B: B's TF32 remainder, laid out as B (otherwise not read)
     c_ptr,  # output [B0, B1, M, N] (or [B0, B1, M] for a per-row result), or the split-K partials
@@ -306,7 +313,8 @@ def gemm_0_gemm_kernel(
     GROUP_M: tl.constexpr,  # tile rows per group of the L2-friendly order
     SPLIT_K: tl.constexpr,  # programs sharing one tile's K range; > 1 writes fp32 partials
     PRECISION: tl.constexpr,  # "ieee" (CPU, exact fp32), "tf32x3" (3xTF32, CUDA), "bf16x6" (bf16x6_dot, CUDA)
-    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel and A split here
+    SPLIT_B: tl.constexpr,  # 3xTF32 with B split into TF32 parts before the kernel (A here unless SPLIT_A)
+    SPLIT_A: tl.constexpr,  # with SPLIT_B: A split before the kernel too, its parts loaded as B's are
     STORE_CACHE: tl.constexpr,  # "" or ".cs": an output far past L2, written once, streams out evict-first
 ):
     pid = tl.program_id(0)
@@ -339,11 +347,13 @@ def gemm_0_gemm_kernel(
         k_chunk = tl.cdiv(tl.cdiv(k_hi - k_lo, SPLIT_K), BLOCK_K) * BLOCK_K
         k_lo = k_lo + split * k_chunk
         k_hi = min(k_hi, k_lo + k_chunk)
-    a_rows = a_ptr + b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+    a_offs = (b0.to(tl.int64) * s_a0 + b1.to(tl.int64) * s_a1 + offs_m[:, None].to(tl.int64) * s_am
+              + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak)
     b_offs = (b0.to(tl.int64) * s_b0 + b1.to(tl.int64) * s_b1 + offs_n[None, :].to(tl.int64) * s_bn
               + (k_lo + offs_k)[:, None].to(tl.int64) * s_bk)
     # 64-bit offsets once per tile; the K loop only steps the pointers (the form the compiler pipelines)
-    a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+    a_ptrs = a_ptr + a_offs
+    alo_ptrs = alo_ptr + a_offs  # A's remainder (SPLIT_A): laid out as A
     b_ptrs = b_ptr + b_offs
     blo_ptrs = blo_ptr + b_offs  # B's remainder (SPLIT_B): laid out as B
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -353,9 +363,14 @@ def gemm_0_gemm_kernel(
         k_ok = ks < k_hi  # the K tail (and a narrowed range) loads zeros, which add nothing
         a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
         b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-        if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it, A splits here
+        if SPLIT_B:  # b holds B's TF32 part: its remainder is loaded beside it
             b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-            acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=False)
+            if SPLIT_A:  # a holds A's TF32 part: its remainder is loaded beside it
+                a_lo = tl.load(alo_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+                acc = tf32x3_parts_dot(a, a_lo, b, b_lo, acc, MASK_NAN=False)
+                alo_ptrs += BLOCK_K * s_ak
+            else:
+                acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=False)
             blo_ptrs += BLOCK_K * s_bk
         elif PRECISION == "bf16x6":
             acc, comp = bf16x6_dot(a, b, acc, comp)
@@ -368,7 +383,8 @@ def gemm_0_gemm_kernel(
     if SPLIT_B:  # the fast loop leaves a small product's inf * 0 unmasked: a NaN in the tile (only where an
         # input holds an inf or a NaN) redoes the tile with the mask, so the common case pays one check
         if tl.max(tl.where(acc == acc, 0, 1)) > 0:
-            a_ptrs = a_rows + (k_lo + offs_k)[None, :].to(tl.int64) * s_ak
+            a_ptrs = a_ptr + a_offs
+            alo_ptrs = alo_ptr + a_offs
             b_ptrs = b_ptr + b_offs
             blo_ptrs = blo_ptr + b_offs
             acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
@@ -378,7 +394,12 @@ def gemm_0_gemm_kernel(
                 a = tl.load(a_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
                 b = tl.load(b_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
                 b_lo = tl.load(blo_ptrs, mask=k_ok[:, None] & n_ok[None, :], other=0.0)
-                acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=True)
+                if SPLIT_A:  # a holds A's TF32 part: its remainder is loaded beside it
+                    a_lo = tl.load(alo_ptrs, mask=m_ok[:, None] & k_ok[None, :], other=0.0)
+                    acc = tf32x3_parts_dot(a, a_lo, b, b_lo, acc, MASK_NAN=True)
+                    alo_ptrs += BLOCK_K * s_ak
+                else:
+                    acc = tf32x3_split_dot(a, b, b_lo, acc, MASK_NAN=True)
                 blo_ptrs += BLOCK_K * s_bk
                 a_ptrs += BLOCK_K * s_ak
                 b_ptrs += BLOCK_K * s_bk
@@ -478,7 +499,7 @@ def gemm_0_gemm_tma_kernel(
         tl.store(c + offs_m[:, None] * s_cm + offs_n[None, :] * s_cn, acc.to(c_ptr.dtype.element_ty), mask=out_ok)
 
 
-def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
+def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=None):
     """gemm: linear > gelu as one tiled GEMM with its epilogue fused"""
     if a.dtype != b.dtype or a.dtype not in (torch.float32, torch.float16, torch.bfloat16):
         raise TypeError(f"gemm_0_gemm: need two tensors of one float dtype, got {a.dtype} and {b.dtype}")
@@ -499,12 +520,16 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
     if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
         split_b = cuda and True and N > 1
     split_b = bool(split_b) and precision == "tf32x3" and fp32
-    b_lo = None
+    a_lo = b_lo = None
     if precision == "tf32x3":
         a = k_major(a, rows_are_k=False)
         b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
+    if split_a is None:                       # A split too once it is one matrix: its pass moves 12 bytes an
+        split_a = True and N >= 4096   # element, less than the K loop saves from N ~ 2,200 on
+    if split_b and split_a and a.ndim == 2:   # (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+        a, a_lo = (t.transpose(-1, -2) for t in tf32_parts(a.transpose(-1, -2)))
     M = a.shape[-2]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
@@ -516,6 +541,7 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
     a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
     b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
     blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
+    alo4 = a4 if a_lo is None else a_lo.reshape(1, 1, *a_lo.shape)                       # laid out as a4
     a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
     b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
     e4 = [e.reshape(*batch, M, N) for e in extras]
@@ -557,9 +583,10 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
                 a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, b4, blo4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a4, alo4, b4, blo4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
-                PRECISION=precision, SPLIT_B=split_b, STORE_CACHE="", num_warps=warps, num_stages=stages)
+                PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE="", num_warps=warps,
+                num_stages=stages)
         SM, SN = (32, BN) if False else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         gemm_0_gemm_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
             ws, full, *e4[0:1], M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
@@ -576,9 +603,10 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None):
             num_warps=warps, num_stages=stages)
     else:
         gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, b4, blo4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a4, alo4, b4, blo4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
-            PRECISION=precision, SPLIT_B=split_b, STORE_CACHE=store_cache, num_warps=warps, num_stages=stages)
+            PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
+            num_warps=warps, num_stages=stages)
     if False:
         out = out.squeeze(-1)
     if vec_b:
