@@ -25,11 +25,11 @@ TF32 part and remainder, K-major, 12 bytes moved per element), and A in register
 B's parts back through shared memory; each step's three products are summed in a fresh tile
 and added to the accumulator in fp32 (``split_b``; not when B's tile has a prologue, which acts on
 B and not on its parts, nor for a vector B). Where A is one matrix (after folding its leading
-dims) without a prologue and N >= 4096, A is split the same way in a pass of its own (``split_a``,
-``tf32x3_parts_dot``): the K loop then only loads four tiles and multiplies. Hopper's TF32 MMA wants both operands K-major, so a
-(K, N)-major B or an (M, K) A with a non-unit K stride is first transposed by
-``transpose_kernel`` in one pass (2 * K * N * 4 bytes, small next to the
-2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
+dims) without a prologue and N >= 4096, A is split the same way in a pass of its own
+(``split_a``, ``tf32x3_parts_dot``): the K loop then only loads four tiles and multiplies.
+Hopper's TF32 MMA wants both operands K-major, so a (K, N)-major B or an (M, K) A with a
+non-unit K stride is first transposed by ``transpose_kernel`` in one pass (2 * K * N * 4
+bytes, small next to the 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
 inputs use the tensor cores directly with fp32 accumulation.
 
 16-bit products on CUDA (one product after folding a's leading dims, operands as the TMA
@@ -263,9 +263,11 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
-    if split_a is None:                       # A split too once it is one matrix: its pass moves 12 bytes an
-        split_a = {a_splittable!r} and N >= 4096   # element, less than the K loop saves from N ~ 2,200 on
-    if split_b and split_a and a.ndim == 2:   # (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+    # A split too once it is one matrix (not a bmm's): its pass moves 12 bytes an element of A, less
+    # than the K loop saves from N ~ 2,200 (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+    if split_a is None:
+        split_a = {a_splittable!r} and N >= 4096
+    if split_b and split_a and a.ndim == 2:
         a, a_lo = (t.transpose(-1, -2) for t in tf32_parts(a.transpose(-1, -2)))
     M = a.shape[-2]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])

@@ -526,9 +526,11 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
         b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
-    if split_a is None:                       # A split too once it is one matrix: its pass moves 12 bytes an
-        split_a = True and N >= 4096   # element, less than the K loop saves from N ~ 2,200 on
-    if split_b and split_a and a.ndim == 2:   # (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+    # A split too once it is one matrix (not a bmm's): its pass moves 12 bytes an element of A, less
+    # than the K loop saves from N ~ 2,200 (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
+    if split_a is None:
+        split_a = True and N >= 4096
+    if split_b and split_a and a.ndim == 2:
         a, a_lo = (t.transpose(-1, -2) for t in tf32_parts(a.transpose(-1, -2)))
     M = a.shape[-2]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])
