@@ -17,17 +17,17 @@ it), at SIZE^3 (default 4096 and 8192):
 - ``+small``: the large product of each step in a fresh tile added in fp32 (subtracted, A's
   part negated: Triton rewrites ``acc + dot(x, y, 0)`` into ``dot(x, y, acc)``, which made the
   first version of this design the 1.9e-5 ``two_acc`` of 2026-12-06), the two small ones in a
-  loop-carried tensor-core accumulator of their own over all of K (the skill's SPLIT=1 / 2
-  and the conv weight split's design since 2026-12-07: two tensor-core waits a K step in the
-  sm_90 PTX, against three);
+  loop-carried tensor-core accumulator of their own over all of K (the conv weight split's
+  design: two tensor-core waits a K step in the sm_90 PTX, against three; the skill's SPLIT=1 / 2
+  during 2026-12-07, slower there than chunk1);
 - ``+chunkN``: the three products of N K steps are summed in a fresh tensor-core accumulator,
   then added to the fp32 total (``chunk1``: each step apart, as ``tl.dot``'s own tf32x3 sums
-  them: the GEMM template's step, and the skill's SPLIT=1 / SPLIT=2 form before 2026-12-07);
+  them: the GEMM template's step, and the skill's SPLIT=1 / SPLIT=2 form, both with a NaN redo);
   ``chunk0``: one tensor-core accumulator over all of K. On an H100 (2026-12-06) chunk0 ran at up to 115 TFLOP/s (2.25x cuBLAS fp32) with
   a relative error of 5.7e-5 at 8192^3: the tensor cores' accumulation over all of K is what
   loses the accuracy that 3xTF32 exists for;
 - ``skill``: the matmul_tf32x3 skill at each of its configs: SPLIT=0 is ``tf32x3`` in the
-  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``+small``, in the skill's form;
+  loop, SPLIT=1 and 2 are ``split_b`` and ``split_ab`` with ``+chunk1``, in the skill's form;
 - ``template``: the offline lowering's GEMM template (what a composed fp32 chain runs), its
   3xTF32 with ``tl.dot``'s own split (``split_b=False``), with B split before the kernel
   (``split_b+chunk1``'s design, with a NaN redo for infinities) and with A split there too

@@ -61,9 +61,10 @@ def test_every_design_and_config_computes_the_product(tmp_path):
 
 
 def test_split_configs_keep_the_infs_of_a_at_b(tmp_path):
-    """The split configs zero their small products' non-finite sum at the end: b = inf meeting
-    a remainder of A of the other sign (-inf + inf) or a zero part (0 * inf) would otherwise
-    turn A @ B's infs into NaN (the interpreter computes the same products in IEEE fp32)."""
+    """The split configs redo a tile that came out with a NaN, each step's small products'
+    non-finite entries zeroed: b = inf meeting a remainder of A of the other sign (-inf + inf) or
+    a zero part (0 * inf) would otherwise turn A @ B's infs into NaN (the interpreter computes the
+    same products in IEEE fp32). Without the redo this test fails."""
     torch.manual_seed(2)
     a, b = torch.randn(40, 48), torch.randn(48, 36)
     a[5, :8] = ((a[5, :8].view(torch.int32) + 0x1000) & ~0x1FFF).view(torch.float32)  # exact: a_lo = 0

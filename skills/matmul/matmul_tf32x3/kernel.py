@@ -22,20 +22,20 @@ shared memory every K step. SPLIT=1: the pass that makes B K-major also splits i
 writing B^T's two parts (hi = B rounded to TF32, lo = the rest rounded to TF32: 8 more
 bytes an element of B, once per call); the loop loads A's tile, splits it in registers
 (wgmma may take A from registers) and issues the three TF32 products. SPLIT=2 splits A
-in a pass of its own too, so the loop only loads and multiplies. The large product of each
-K step goes into a fresh tile that is added to the accumulator in fp32: summing all of K in
-one tensor-core accumulator ran at 100-115 TFLOP/s with an error of 5.7e-5 (H100,
-bench/results/tf32-split-h100-2026-12-06-2211.json), as tl.dot's own tf32x3 also sums each
-step apart. The fresh tile is subtracted, A's part negated: Triton rewrites an fp32 add of
-a dot begun from zero into that dot accumulating in acc, which is the 5.7e-5 design again.
-The two small products, ~2^-11 of it, run in a tensor-core accumulator of their own over
-all of K, loop-carried, which the compiler keeps asynchronous: two tensor-core waits a K
-step in the sm_90 PTX, against three when all three go into the fresh tile (the form
-measured on an H100 on 2026-12-06: 97 TFLOP/s at 8192^3, 1.98x cuBLAS fp32, error 3.2e-7;
-tf32-split-h100-2026-12-06-2319.json); this one is not yet timed. Infinities: an inf meeting a zero part
-(0 * inf), or b = inf meeting a remainder of A whose sign is not its large part's
-(-inf + inf), makes the small sum NaN where A @ B is +-inf; the large products carry the
-inf, so the small sum's non-finite entries are zeroed once, at the end.
+in a pass of its own too, so the loop only loads and multiplies. Each K step's three products,
+the small ones first, are summed in a fresh tile that is added to the accumulator in fp32:
+summing all of K in one tensor-core accumulator ran at 100-115 TFLOP/s with an error of 5.7e-5
+(H100, bench/results/tf32-split-h100-2026-12-06-2211.json), as tl.dot's own tf32x3 also sums
+each step apart. The large product's dot starts from the small ones' sum: Triton rewrites an
+fp32 add of a dot begun from zero into that dot accumulating in acc, which is the 5.7e-5 design
+again. Measured side by side on an H100 (2026-12-07, tf32-split-h100-2026-12-07-0541.json, the
+survey's split_ab+chunk1 and split_b+chunk1 kernels, this step): at 8192^3 SPLIT=2 ran 103
+TFLOP/s, 2.01x cuBLAS fp32, error 3.2e-7, SPLIT=1 1.76-1.78x; the form with the small products in a
+tensor-core accumulator of their own (fewer waits a step, a third accumulator's registers) ran
+1.59-1.68x. Infinities: an inf meeting a zero part (0 * inf), or b = inf meeting a remainder of
+A whose sign is not its large part's (-inf + inf), makes a small product NaN where A @ B is
++-inf. The fast loop leaves that unmasked; a tile that comes out with a NaN is computed again
+with each step's small products' non-finite entries zeroed (the large products carry the inf).
 
 Tiles. One program per BLOCK_M x BLOCK_N tile of C, grouped (L2-friendly)
 program order, fp32 accumulation in registers, C written once. The configs
@@ -54,19 +54,19 @@ import triton.language as tl
 
 # Smallest tile first: a checker that runs only the first config still crosses tile boundaries.
 # CONFIGS[0]'s SPLIT names the design an unpinned launch autotunes over (a pinned one is first):
-# SPLIT=1, the fastest at 8192^3 on an H100 in its former form, all three products in the fresh tile
-# (2026-12-06, bench/results/tf32-split-h100-2026-12-06-2319.json: 128x128x32, GROUP_M 16, 8 warps,
-# 3 stages, 97 TFLOP/s against SPLIT=0's best 86); the SPLIT=0 tiles stay for the configuration
-# search and its evidence.
+# SPLIT=2, the fastest at 8192^3 on an H100 (2026-12-07, see the docstring: 128x128x32, GROUP_M 8,
+# 8 warps, 3 stages; 4 stages of both operands' parts do not fit shared memory); SPLIT=1 and the
+# SPLIT=0 tiles stay for the configuration search and its evidence.
 CONFIGS = [
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=4, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 16, "SPLIT": 2}, num_warps=8, num_stages=3),
+    triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 16, "SPLIT": 1}, num_warps=8, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=8, num_stages=4),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 1}, num_warps=4, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 2}, num_warps=8, num_stages=3),
-    triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 16, "SPLIT": 2}, num_warps=8, num_stages=3),
     triton.Config({"BLOCK_M": 64, "BLOCK_N": 64, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=4, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 64, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=3),
     triton.Config({"BLOCK_M": 128, "BLOCK_N": 128, "BLOCK_K": 32, "GROUP_M": 8, "SPLIT": 0}, num_warps=8, num_stages=4),
@@ -132,6 +132,37 @@ def split_kernel(
 
 
 @triton.jit
+def _k_step(a_ptr, alo_ptr, bt_ptr, btlo_ptr, a_offs, bt_offs, offs_m, offs_n, ks, M, N, K, acc,
+            PRECISION: tl.constexpr, SPLIT: tl.constexpr, MASK_NAN: tl.constexpr):
+    """acc plus one K step's product of the A and B^T tiles at a_offs and bt_offs (columns ks of K)."""
+    k_ok = ks < K  # zero-padded K tail adds nothing to the dot
+    a_ok = (offs_m[:, None] < M) & k_ok[None, :]
+    b_ok = (offs_n[:, None] < N) & k_ok[None, :]
+    a = tl.load(a_ptr + a_offs, mask=a_ok, other=0.0)
+    # tl.trans of a K-major tile is free: it only tells the MMA the operand is K-major
+    bt = tl.trans(tl.load(bt_ptr + bt_offs, mask=b_ok, other=0.0))
+    if SPLIT == 0:
+        acc = tl.dot(a, bt, acc, input_precision=PRECISION)
+    else:
+        if SPLIT == 2:
+            a_hi = a
+            a_lo = tl.load(alo_ptr + a_offs, mask=a_ok, other=0.0)
+        else:
+            a_hi = _rna_tf32(a)
+            a_lo = a - a_hi
+        bt_lo = tl.trans(tl.load(btlo_ptr + bt_offs, mask=b_ok, other=0.0))
+        # PRECISION is "tf32" here. The step's three products, the small ones first, in a fresh tile
+        # added in fp32 (see the docstring); the large product's dot starts from the small ones, so
+        # Triton cannot fold the add into a tensor-core accumulator running over all of K
+        step = tl.dot(a_lo, bt, tl.zeros_like(acc), input_precision=PRECISION)
+        step = tl.dot(a_hi, bt_lo, step, input_precision=PRECISION)
+        if MASK_NAN:  # an inf input's 0 * inf, or -inf + inf against a remainder: a_hi * b_hi carries the inf
+            step = tl.where(step - step == 0.0, step, 0.0)
+        acc = acc + tl.dot(a_hi, bt, step, input_precision=PRECISION)
+    return acc
+
+
+@triton.jit
 def matmul_tf32x3_kernel(
     a_ptr,  # A [M, K], fp32, K contiguous (stride_ak == 1); A's TF32 part when SPLIT == 2
     alo_ptr,  # A's TF32 remainder, laid out as A (SPLIT == 2; otherwise not read)
@@ -168,36 +199,22 @@ def matmul_tf32x3_kernel(
     bt_offs = offs_n[:, None].to(tl.int64) * stride_btn + offs_k[None, :] * stride_btk
 
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # fp32 accumulator for the whole K loop
-    small = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)  # SPLIT >= 1: the small products' sum
     for k0 in range(0, K, BLOCK_K):
-        k_ok = (k0 + offs_k) < K  # zero-padded K tail adds nothing to the dot
-        a_ok = (offs_m[:, None] < M) & k_ok[None, :]
-        b_ok = (offs_n[:, None] < N) & k_ok[None, :]
-        a = tl.load(a_ptr + a_offs, mask=a_ok, other=0.0)
-        # tl.trans of a K-major tile is free: it only tells the MMA the operand is K-major
-        bt = tl.trans(tl.load(bt_ptr + bt_offs, mask=b_ok, other=0.0))
-        if SPLIT == 0:
-            acc = tl.dot(a, bt, acc, input_precision=PRECISION)
-        else:
-            if SPLIT == 2:
-                a_hi = a
-                a_lo = tl.load(alo_ptr + a_offs, mask=a_ok, other=0.0)
-            else:
-                a_hi = _rna_tf32(a)
-                a_lo = a - a_hi
-            bt_lo = tl.trans(tl.load(btlo_ptr + bt_offs, mask=b_ok, other=0.0))
-            # PRECISION is "tf32" here. The large product in a fresh tile added in fp32 (one
-            # tensor-core accumulator over all of K lost 5.7e-5 relative at K = 8192), the small
-            # ones in their own loop-carried accumulator (see the docstring). Subtracted, with A's
-            # part negated: Triton rewrites acc + dot(x, y, 0) into dot(x, y, acc), which would put
-            # the large product back on the tensor cores' accumulator (2.0e-5 at 8192^3, H100)
-            acc -= tl.dot(-a_hi, bt, tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32), input_precision=PRECISION)
-            small = tl.dot(a_lo, bt, small, input_precision=PRECISION)
-            small = tl.dot(a_hi, bt_lo, small, input_precision=PRECISION)
+        acc = _k_step(a_ptr, alo_ptr, bt_ptr, btlo_ptr, a_offs, bt_offs, offs_m, offs_n, k0 + offs_k, M, N, K,
+                      acc, PRECISION, SPLIT, False)
         a_offs += BLOCK_K * stride_ak
         bt_offs += BLOCK_K * stride_btk
-    if SPLIT != 0:  # an inf input's NaN in the small sum: the large products carry the inf
-        acc += tl.where(small - small == 0.0, small, 0.0)
+    if SPLIT != 0:  # the fast loop leaves the small products' inf * 0 unmasked: a NaN in the tile (only
+        # where an input holds an inf or a NaN) redoes the tile with the mask; the common case pays one check
+        if tl.max(tl.where(acc == acc, 0, 1)) > 0:
+            a_offs = offs_m[:, None].to(tl.int64) * stride_am + offs_k[None, :] * stride_ak
+            bt_offs = offs_n[:, None].to(tl.int64) * stride_btn + offs_k[None, :] * stride_btk
+            acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+            for k0 in tl.range(0, K, BLOCK_K, num_stages=1):
+                acc = _k_step(a_ptr, alo_ptr, bt_ptr, btlo_ptr, a_offs, bt_offs, offs_m, offs_n, k0 + offs_k, M, N,
+                              K, acc, PRECISION, SPLIT, True)
+                a_offs += BLOCK_K * stride_ak
+                bt_offs += BLOCK_K * stride_btk
 
     c_ptrs = c_ptr + offs_m[:, None] * stride_cm + offs_n[None, :] * stride_cn
     tl.store(c_ptrs, acc, mask=(offs_m[:, None] < M) & (offs_n[None, :] < N))
