@@ -5,7 +5,7 @@
 For each task (a name in bench/tasks/ whose Model is one scaled_dot_product_attention), the
 skill's kernel (skills/scaled_dot_product_attention/flash_attention_fwd) is launched once per
 configuration: "skill:" those its autotuner tries for the task's dtype, "other:" the rest of its
-CONFIGS and a few more (EXTRA), "lazy:" the autotuner's other tiles with LAZY_RESCALE on,
+CONFIGS and a few more (EXTRA), "lazy:" the autotuner's tiles with the kernel's LAZY_RESCALE on,
 "tma:" the TMA-descriptor variant of bench/attention_tma.py (TMA). Each output is checked
 against the eager one, then all are timed in one interleaved run with eager PyTorch (SDPA's own
 backend choice), torch.compile and the skill's autotuned entry point
@@ -45,23 +45,20 @@ def _config_launchers(skill, q, k, v):
     chosen = skill._prune(kernel.configs, {"q_ptr": q, "HEAD_DIM": d})
     tiles = [(c.kwargs, c.num_warps, c.num_stages, c in chosen) for c in kernel.configs]
     tiles += [({"BLOCK_M": m, "BLOCK_N": n}, w, s, False) for m, n, w, s in EXTRA]
-    lazy_tiles = {(c.kwargs["BLOCK_M"], c.kwargs["BLOCK_N"], c.num_warps, c.num_stages)
-                  for c in kernel.configs if c.kwargs.get("LAZY_RESCALE")}   # tiles CONFIGS already lists lazily
     for meta, warps, stages, pruned_in in tiles:
         meta = dict(meta)
 
         def run(meta=meta, warps=warps, stages=stages, lazy=False):
             o = torch.empty_like(q)
-            flags = {**meta, "LAZY_RESCALE": lazy or meta.get("LAZY_RESCALE", False)}
             kernel.fn[(triton.cdiv(seq_q, meta["BLOCK_M"]), z * h)](
                 q, k, v, o, *q.stride(), *k.stride(), *v.stride(), *o.stride(), h, seq_q, k.shape[2], d,
                 LOG2E / math.sqrt(d), BLOCK_D=block_d, D_PADDED=block_d > d, PRECISION=precision,
-                num_warps=warps, num_stages=stages, **flags)
+                LAZY_RESCALE=lazy, num_warps=warps, num_stages=stages, **meta)
             return o
         label = ",".join(f"{key}={value}" for key, value in meta.items())
         kind = "skill" if pruned_in else "other"     # other: not among the autotuner's choices for this dtype
         launchers[f"{kind}:{label},num_warps={warps},num_stages={stages}"] = run
-        if pruned_in and (meta["BLOCK_M"], meta["BLOCK_N"], warps, stages) not in lazy_tiles:
+        if pruned_in:   # the same tile with the lazy rescale (the skill's LAZY_RESCALE, not in CONFIGS)
             launchers[f"lazy:{label},num_warps={warps},num_stages={stages}"] = functools.partial(run, lazy=True)
     from bench import attention_tma
 

@@ -43,8 +43,9 @@ GEMM_TILES = (
 
 # 3xTF32 with B split into TF32 parts before the kernel (the launcher's CUDA default): a K step
 # loads A and both of B's parts, so BLOCK_K 32 keeps 3 stages of 128x128 in 128 KB of shared
-# memory (sm_90 compile: 131,072 bytes; BLOCK_K 64 would need twice that); the step's fresh
-# three-product tile beside the accumulator: 237 registers at 8 warps, no spill (triton 3.9).
+# memory (sm_90 compile: 131,072 bytes; BLOCK_K 64 would need twice that), 192 KB with A's two
+# parts as well (SPLIT_A: 196,608 bytes, 4 stages would not fit); the step's fresh three-product
+# tile beside the accumulator: 237 registers at 8 warps (227 with SPLIT_A), no spill (triton 3.9).
 GEMM_TILES_TF32X3_SPLIT = (
     dict(cuda=True, min_m=128, min_n=128, min_k=0, min_programs=132, tile=(128, 128, 32, 8, 3)),
     dict(cuda=True, min_m=1024, min_n=128, min_k=0, min_programs=0, tile=(128, 128, 32, 8, 3)),

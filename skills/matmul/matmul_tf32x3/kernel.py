@@ -32,7 +32,7 @@ again. Measured side by side on an H100 (2026-12-07, tf32-split-h100-2026-12-07-
 survey's split_ab+chunk1 and split_b+chunk1 kernels, this step): at 8192^3 SPLIT=2 ran 103
 TFLOP/s, 2.01x cuBLAS fp32, error 3.2e-7, SPLIT=1 1.76-1.78x; the form with the small products in a
 tensor-core accumulator of their own (fewer waits a step, a third accumulator's registers) ran
-1.59-1.68x. Infinities: an inf meeting a zero part (0 * inf), or b = inf meeting a remainder of
+1.55-1.68x. Infinities: an inf meeting a zero part (0 * inf), or b = inf meeting a remainder of
 A whose sign is not its large part's (-inf + inf), makes a small product NaN where A @ B is
 +-inf. The fast loop leaves that unmasked; a tile that comes out with a NaN is computed again
 with each step's small products' non-finite entries zeroed (the large products carry the inf).
