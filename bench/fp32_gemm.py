@@ -212,8 +212,7 @@ def stage_ceilings(run: Run, torch) -> None:
 
 def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) -> dict:
     """One size: tune the skill, then every path side by side with its error against fp64."""
-    from kernelrag.verify.gemm_paths import measure_fp32_paths, rel_err, time_ms
-    from kernelrag.verify.timing import summarize
+    from kernelrag.verify.gemm_paths import measure_fp32_paths, rel_err
 
     tuned = tuner.tune("matmul_tf32x3", n, n, n, top_k=top_k)
     tunings.append(tuned)
@@ -223,18 +222,20 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
     a, b, _ = tuner.arrays
     ref64 = a.double() @ b.double()
     winner = tuned["winner"]
-    flush = torch.empty(256 * 1024**2 if not run.cpu else 1024, dtype=torch.uint8, device=a.device)
     skill = tuner.modules["matmul_tf32x3"].matmul_tf32x3
     runs = {"skill_tf32x3": lambda: skill(a, b, config=winner),
             "skill_tf32x3_b_kmajor": lambda bb=b.t().contiguous().t(): skill(a, bb, config=winner),
             "template_tf32x3": lambda mm=template_gemm(run): mm(a, b)}
+    side = side_by_side(torch, runs, a, b, n) if not run.cpu else {}
     for name, run_fn in runs.items():
+        if side.get(name, {}).get("status", "ok") != "ok":   # a compile error: recorded, not timed
+            row["paths"][name] = {k: side[name].get(k) for k in ("status", "detail")}
+            continue
+        stats = {k: v for k, v in side.get(name, {}).items() if k in ("median_ms", "iqr_ms", "trials")}
         if run.cpu:
             stats = {"median_ms": None, "note": "interpreter: correctness only"}
-            out = run_fn()
-        else:
-            stats = summarize(time_ms(torch, run_fn, 2, 10 if n < 8192 else 5, flush))
-            out = run_fn()
+        out = run_fn()
+        if not run.cpu:
             torch.cuda.synchronize()
         entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner, "how": PATH_HOW[name]}
         if name == "template_tf32x3":
@@ -242,13 +243,24 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
         if stats.get("median_ms"):
             entry["tflops"] = 2 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
         row["paths"][name] = entry
+    # the ratio to cuBLAS fp32 is the one timed round-robin with these calls (one GPU state for
+    # all: sequential timing put the same template at 1.89x here and 2.08x in the split survey)
+    base_ms = side.get(CUBLAS_SIDE, {}).get("median_ms")
+    if base_ms:
+        row["paths"]["ieee_side_by_side"] = {
+            **{k: side[CUBLAS_SIDE][k] for k in ("median_ms", "iqr_ms", "trials")},
+            "tflops": 2 * n**3 / (base_ms * 1e-3) / 1e12, "how": PATH_HOW[CUBLAS_SIDE]}
+    for name in (*runs, CUBLAS_SIDE, "ieee"):
+        entry = row["paths"].get(name, {})
+        if base_ms and entry.get("median_ms"):
+            entry["x_cublas_fp32"] = base_ms / entry["median_ms"]
     ieee = row["paths"].get("ieee", {}).get("tflops")
-    for name, entry in row["paths"].items():
-        if ieee and entry.get("tflops"):
+    for name, entry in row["paths"].items():   # stage 1's own runs (cuBLAS TF32, the reference kernel)
+        if "x_cublas_fp32" not in entry and ieee and entry.get("tflops"):
             entry["x_cublas_fp32"] = entry["tflops"] / ieee
     if not run.cpu:
         run.attempt(f"evidence-{n}", path_evidence, tuner, row)
-    del a, b, ref64, flush
+    del a, b, ref64
     return row
 
 
@@ -258,7 +270,24 @@ PATH_HOW = {
     "template_tf32x3": "the lowering's GEMM template, 3xTF32 (on CUDA: B split into TF32 parts in one "
                        "timed pass, A too from N = 4096, else in the K loop)",
 }
+CUBLAS_SIDE = "ieee_side_by_side"
+PATH_HOW[CUBLAS_SIDE] = "cuBLAS fp32 (TF32 off), timed round-robin with kernelrag's paths: their ratios' base"
 GOAL_PATHS = ("skill_tf32x3", "template_tf32x3")   # kernelrag's fp32 GEMMs: the goal takes the faster
+
+
+def side_by_side(torch, runs: dict, a, b, n: int) -> dict:
+    """kernelrag's paths and cuBLAS fp32 timed round-robin (L2 flushed before each call, medians):
+    ``{name: {"median_ms", "iqr_ms", "trials", ...}}``, cuBLAS fp32 under ``CUBLAS_SIDE``."""
+    from kernelrag.verify.gemm_paths import cublas_precision
+    from kernelrag.verify.tune import time_configs
+
+    out = torch.empty(n, n, device=a.device, dtype=torch.float32)
+    restore = cublas_precision(torch, "ieee")     # the Triton paths ignore cuBLAS's flags
+    try:
+        return time_configs({CUBLAS_SIDE: lambda: torch.matmul(a, b, out=out), **runs},
+                            iters=20 if n < 8192 else 12)
+    finally:
+        restore()
 
 
 def template_module(folder: Path):
@@ -334,7 +363,7 @@ def path_evidence(tuner: Tuner, row: dict) -> None:
         e = row["paths"].get(name)
         if not e or not e.get("median_ms"):
             continue
-        speedup = ieee["median_ms"] / e["median_ms"]
+        speedup = e.get("x_cublas_fp32") or ieee["median_ms"] / e["median_ms"]
         outcome = ("incorrect" if e["rel_err"] > CHECK_REL_ERR else "success" if speedup >= 1.0 else "slower")
         records.append(dict(
             pattern="matmul", transformations=tids, gpu=tuner.env["gpu"], outcome=outcome,
