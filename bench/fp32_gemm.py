@@ -12,8 +12,9 @@ Stages, each writing its JSON file into --out as soon as it is done:
    reference 3xTF32 kernel (B already K-major), the matmul_tf32x3 skill (B as stored,
    transposed in one pass inside the timed call) with its tuned configuration, and the
    offline lowering's GEMM template (what the generate loop drafts for an fp32 matmul: B
-   split into TF32 parts in one pass, A split in the K loop): TFLOP/s (median, IQR, trials)
-   and relative error against fp64, side by side;
+   split into TF32 parts in one pass, A too from N = 4096, else split in the K loop): TFLOP/s
+   (median, IQR, trials) and relative error against fp64; the skill and the template are timed
+   round-robin with cuBLAS fp32 (``ieee_side_by_side``), the base of their ratios;
 3. ``tuning.json``: the tuning memory's searches (``kernelrag.memory.tuning.autotune``):
    the matmul skill at each size (the first size times every configuration, later ones
    the top ones the graph's evidence ranks), the linear + ReLU / GELU / tanh-GELU skills
