@@ -1,9 +1,10 @@
 """The conv template's layouts side by side on a GPU: each suite convolution lowered in every
 conv variant it is offered (``implicit_gemm``: the input gathered as it lies, NCHW;
 ``channels_last``: K as (tap, channel), the input made channels-last once), and each
-implicit-GEMM draft again with its 3xTF32 weight split into TF32 parts before the kernel
-(``+split_weight``: the launcher's ``split_b`` forced on, the GEMM template's CUDA default,
-opt-in for convolutions until this times it), all verified
+implicit-GEMM draft twice: with its 3xTF32 weight split into TF32 parts before the kernel
+(``+split_weight``: the launcher's ``split_b`` forced on) and without (the row with no
+``split_weight``: forced off), whichever the launcher's CUDA default is (on for 2-D
+convolutions since 2026-12-07), all verified
 through one ``VerifySession``, so every ratio is measured in one run against the same eager
 anchor. Writes a results file and one evidence record per verdict (the variant's
 transformations) into the reasoning graph of ``$KERNELRAG_HOME`` (``--no-record``: not), so
@@ -45,32 +46,32 @@ def drafts(tasks: list[Path], folder: Path) -> list[dict]:
             draft = lower(source, task.stem, combo)
             row = {"task": task.stem, "variants": list(combo), "draft_ok": draft.ok,
                    "conv": next((v for v in combo if v in CONV_VARIANTS), None)}
-            if draft.ok:
-                path = folder / f"{task.stem}__{'_'.join(combo)}.py"
-                path.write_text(draft.source)
-                row.update(path=str(task), candidate=str(path), transformations=draft.transformations)
-            else:
-                row["reason"] = draft.reason
-            rows.append(row)
             gemm_conv = draft.ok and any(v in ("implicit_gemm", "channels_last") for v in combo)
-            split = split_weight(draft.source) if gemm_conv else None
-            if gemm_conv and split is None:
+            if gemm_conv and SPLIT_DEFAULT not in draft.source:
                 raise SystemExit(f"{task.stem} {combo}: no conv launcher signature {SPLIT_DEFAULT!r} to force the "
                                  "weight split in; update SPLIT_DEFAULT to the conv template's launcher")
-            if split is not None:
+            if not draft.ok:
+                rows.append({**row, "reason": draft.reason})
+                continue
+            unsplit = [t for t in draft.transformations if t != "tf32_split_pass"]
+            path = folder / f"{task.stem}__{'_'.join(combo)}.py"
+            path.write_text(forced_split(draft.source, False) if gemm_conv else draft.source)
+            rows.append({**row, "path": str(task), "candidate": str(path),
+                         "transformations": unsplit if gemm_conv else draft.transformations})
+            if gemm_conv:
                 path = folder / f"{task.stem}__{'_'.join(combo)}_split_weight.py"
-                path.write_text(split)
-                rows.append({**row, "variants": [*combo, "split_weight"], "candidate": str(path),
-                             "transformations": [*draft.transformations, "tf32_split_pass"]})
+                path.write_text(forced_split(draft.source, True))
+                rows.append({**rows[-1], "variants": [*combo, "split_weight"], "candidate": str(path),
+                             "transformations": [*unsplit, "tf32_split_pass"]})
     return rows
 
 
-SPLIT_DEFAULT = "precision=None, split_b=None):"   # the conv launcher's signature, split off by default
+SPLIT_DEFAULT = "precision=None, split_b=None):"   # the conv launcher's signature: the default decides
 
 
-def split_weight(source: str) -> str | None:
-    """The draft with its conv launchers' weight split turned on, or None where it has none."""
-    return source.replace(SPLIT_DEFAULT, "precision=None, split_b=True):") if SPLIT_DEFAULT in source else None
+def forced_split(source: str, on: bool) -> str | None:
+    """The draft with its conv launchers' weight split forced on or off, or None where it has none."""
+    return source.replace(SPLIT_DEFAULT, f"precision=None, split_b={on}):") if SPLIT_DEFAULT in source else None
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -221,3 +221,23 @@ def test_variants_timed_side_by_side_rank_by_their_speedups_losses_included(tmp_
     scores_only = types.SimpleNamespace(suggest=graph.suggest)       # no table: the score order
     three = combos + [("direct", "registers")]
     assert lower_order(three, pattern, graph) == lower_order(three, pattern, scores_only)
+
+
+def test_the_conv_survey_times_each_gemm_draft_with_the_weight_split_forced_off_and_on(tmp_path):
+    """bench/conv_variants.py's A/B does not depend on the launcher's default: the plain row is
+    forced off, the ``split_weight`` row on, and only the latter's evidence names the split."""
+    import importlib.util
+
+    path = Path(__file__).parents[1] / "bench" / "conv_variants.py"
+    spec = importlib.util.spec_from_file_location("conv_variants_under_test", path)
+    survey = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(survey)
+    rows = survey.drafts([SUITE / "conv2d_bias_relu.py", SUITE / "conv3d_group_norm_silu.py"], tmp_path)
+    pairs = [(r, s) for r in rows for s in rows
+             if s["variants"] == [*r["variants"], "split_weight"] and s["task"] == r["task"]]
+    assert {r["task"] for r, _ in pairs} == {"conv2d_bias_relu", "conv3d_group_norm_silu"}
+    for plain, split in pairs:
+        assert "precision=None, split_b=False):" in Path(plain["candidate"]).read_text()
+        assert "precision=None, split_b=True):" in Path(split["candidate"]).read_text()
+        assert "tf32_split_pass" not in plain["transformations"]
+        assert split["transformations"] == [*plain["transformations"], "tf32_split_pass"]

@@ -393,8 +393,11 @@ def _launcher(spec: ConvSpec) -> str:
              + extra_flags("[0] + list(range(2, D + 2))") +
              "    if precision is None:\n"
              "        precision = (\"tf32x3\" if x.is_cuda else \"ieee\") if x.dtype == torch.float32 else \"tf32\"\n"
-             "    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop (the\n"
-             "    # GEMM template's CUDA default; here opt-in until timed on a GPU: bench/conv_variants.py)\n"
+             "    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop; the\n"
+             "    # CUDA default for 2-D convolutions (H100, 2026-12-07, bench/conv_variants.py: 3-14% faster\n"
+             "    # in all 10 2-D drafts; 5-25% slower in the 3-D and transposed ones, which keep the in-loop split)\n"
+             "    if split_b is None:\n"
+             f"        split_b = x.is_cuda and {split_default(spec)!r}\n"
              "    split_b = bool(split_b) and precision == \"tf32x3\"\n"
              "    wlo = wg\n"
              "    if split_b:   # tf32_parts takes [..., K, N], returns K-major views: the weight stays [..., Fg, K]\n"
@@ -414,6 +417,11 @@ def _launcher(spec: ConvSpec) -> str:
     return text
 
 
+def split_default(spec: ConvSpec) -> bool:
+    """Whether the launcher splits the weight into TF32 parts before the kernel by default on CUDA."""
+    return spec.dims == 2 and not spec.transposed
+
+
 def render_conv(spec: ConvSpec) -> Rendered:
     parts = [table_source("CONV_TILES", CONV_TILES), PICK_TILE, TF32X3_SPLIT]
     if spec.phases:
@@ -428,5 +436,7 @@ def render_conv(spec: ConvSpec) -> Rendered:
         transformations.append("channels_last")
     if spec.epilogue:
         transformations.append("epilogue_fusion")
+    if split_default(spec):
+        transformations.append("tf32_split_pass")     # the launcher's CUDA path (split_b)
     notes = ["dot precision: tf32x3 (3xTF32) on CUDA for fp32, ieee under the CPU interpreter"]
     return rendered(parts, _launcher(spec), spec.name, transformations, notes)

@@ -107,7 +107,8 @@ def tf32x3_parts_dot(a_hi, a_lo, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
 @triton.jit
 def tf32x3_split_step(a, b_hi, b_lo, acc, small):
     """One K step of a @ b at about fp32 accuracy, B given as its TF32 parts: (acc + a_hi @ b_hi,
-    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, opt-in).
+    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, on CUDA the
+    default for 2-D convolutions).
 
     The large product goes into a fresh tile added to acc in fp32, as in tf32x3_split_dot. The
     small products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K,
@@ -321,8 +322,11 @@ def conv_0_conv(x, w, e0, precision=None, split_b=None):
     e_ch = {f"E{i}_CH": all(e.stride(d) == 0 for d in [0] + list(range(2, D + 2))) for i, e in enumerate(extras)}
     if precision is None:
         precision = ("tf32x3" if x.is_cuda else "ieee") if x.dtype == torch.float32 else "tf32"
-    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop (the
-    # GEMM template's CUDA default; here opt-in until timed on a GPU: bench/conv_variants.py)
+    # split_b: 3xTF32 with the weight split into TF32 parts once, in one pass, A in the K loop; the
+    # CUDA default for 2-D convolutions (H100, 2026-12-07, bench/conv_variants.py: 3-14% faster
+    # in all 10 2-D drafts; 5-25% slower in the 3-D and transposed ones, which keep the in-loop split)
+    if split_b is None:
+        split_b = x.is_cuda and True
     split_b = bool(split_b) and precision == "tf32x3"
     wlo = wg
     if split_b:   # tf32_parts takes [..., K, N], returns K-major views: the weight stays [..., Fg, K]

@@ -169,7 +169,8 @@ def tf32x3_parts_dot(a_hi, a_lo, b_hi, b_lo, acc, MASK_NAN: tl.constexpr):
 @triton.jit
 def tf32x3_split_step(a, b_hi, b_lo, acc, small):
     """One K step of a @ b at about fp32 accuracy, B given as its TF32 parts: (acc + a_hi @ b_hi,
-    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, opt-in).
+    small + a_lo @ b_hi + a_hi @ b_lo); the conv template's weight split (``split_b``, on CUDA the
+    default for 2-D convolutions).
 
     The large product goes into a fresh tile added to acc in fp32, as in tf32x3_split_dot. The
     small products, ~2^-11 of it, run in a tensor-core accumulator of their own over all of K,
