@@ -4,7 +4,8 @@ conv variant it is offered (``implicit_gemm``: the input gathered as it lies, NC
 implicit-GEMM draft twice: with its 3xTF32 weight split into TF32 parts before the kernel
 (``+split_weight``: the launcher's ``split_b`` forced on) and without (the row with no
 ``split_weight``: forced off), whichever the launcher's CUDA default is (on for 2-D
-convolutions since 2026-12-07), all verified
+convolutions since 2026-12-07), and with ``--warps8`` each of those again with the conv
+table's 128 x 64 tile on 8 warps instead of 4 (``+warps8``), all verified
 through one ``VerifySession``, so every ratio is measured in one run against the same eager
 anchor. Writes a results file and one evidence record per verdict (the variant's
 transformations) into the reasoning graph of ``$KERNELRAG_HOME`` (``--no-record``: not), so
@@ -37,8 +38,9 @@ CONV_VARIANTS = ("implicit_gemm", "channels_last", "direct")
 TASKS = sorted(p for p in (ROOT / "bench" / "tasks").glob("*.py") if "conv" in p.stem)
 
 
-def drafts(tasks: list[Path], folder: Path) -> list[dict]:
-    """One row per (task, variant combination), its candidate written to ``folder``."""
+def drafts(tasks: list[Path], folder: Path, warps8: bool = False) -> list[dict]:
+    """One row per (task, variant combination), its candidate written to ``folder``; with
+    ``warps8``, each implicit-GEMM row again with the conv table's 128 x 64 tile on 8 warps."""
     rows = []
     for task in tasks:
         source = task.read_text()
@@ -63,6 +65,15 @@ def drafts(tasks: list[Path], folder: Path) -> list[dict]:
                 path.write_text(forced_split(draft.source, True))
                 rows.append({**rows[-1], "variants": [*combo, "split_weight"], "candidate": str(path),
                              "transformations": [*unsplit, "tf32_split_pass"]})
+            if gemm_conv and warps8:
+                for base in rows[-2:]:
+                    wide = wide_warps(Path(base["candidate"]).read_text())
+                    if wide is None:
+                        raise SystemExit(f"{task.stem} {combo}: no {WIDE_TILE[0]!r} row in its CONV_TILES; update "
+                                         "WIDE_TILE to the conv table's 128 x 64 row")
+                    path = Path(base["candidate"]).with_name(Path(base["candidate"]).stem + "_warps8.py")
+                    path.write_text(wide)
+                    rows.append({**base, "variants": [*base["variants"], "warps8"], "candidate": str(path)})
     return rows
 
 
@@ -74,18 +85,47 @@ def forced_split(source: str, on: bool) -> str | None:
     return source.replace(SPLIT_DEFAULT, f"precision=None, split_b={on}):") if SPLIT_DEFAULT in source else None
 
 
+# the conv table's 128 x 64 row, 4 warps -> 8: on sm_90 (triton 3.9) the 4-warp kernel spills with
+# the weight split (392 bytes in 2-D) and in 3-D (52-3,856 bytes); on 8 warps none of them does
+WIDE_TILE = ("(128, 64, 32, 4, 4)),", "(128, 64, 32, 8, 4)),")
+
+
+def wide_warps(source: str) -> str | None:
+    """The draft with the 128 x 64 row of each CONV_TILES literal on 8 warps, or None where it has none."""
+    out, at, changed = [], 0, False
+    while (start := source.find("CONV_TILES = (", at)) >= 0:
+        end = source.index("\n)\n", start)
+        block = source[start:end]
+        changed |= WIDE_TILE[0] in block
+        out += [source[at:start], block.replace(*WIDE_TILE)]
+        at = end
+    return "".join(out) + source[at:] if changed else None
+
+
+def flag_ratios(timed: dict, flag: str) -> dict[str, float]:
+    """Per draft with ``flag`` among its variants: the time without it / the time with it."""
+    ratios = {}
+    for (task, combo), ms in timed.items():
+        base = tuple(v for v in combo if v != flag)
+        if flag in combo and (task, base) in timed:
+            ratios[f"{task} ({'+'.join(base)})"] = timed[(task, base)] / ms
+    return ratios
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
     ap.add_argument("--out", type=Path, required=True)
     ap.add_argument("--no-record", action="store_true", help="do not write the evidence into the reasoning graph")
     ap.add_argument("--only", nargs="*", default=[], help="task names (default: every suite task with a conv)")
+    ap.add_argument("--warps8", action="store_true",
+                    help="each implicit-GEMM draft also with the conv table's 128 x 64 tile on 8 warps")
     args = ap.parse_args(argv)
     tasks = [t for t in TASKS if not args.only or t.stem in args.only]
     from kernelrag.verify import VerifySession
 
     t0 = time.perf_counter()
-    rows = drafts(tasks, Path(tempfile.mkdtemp(prefix="conv-variants-")))
+    rows = drafts(tasks, Path(tempfile.mkdtemp(prefix="conv-variants-")), warps8=args.warps8)
     todo = [r for r in rows if r["draft_ok"]]
     with VerifySession(device=args.device) as session:
         for r in todo:
@@ -115,14 +155,11 @@ def main(argv: list[str] | None = None) -> int:
         record_evidence(ReasoningGraph(load_settings()), records)
     ratios = {}          # per task: implicit GEMM time / channels-last time, the other variants equal
     timed = {(r["task"], tuple(r["variants"])): r["kernel_ms"] for r in rows if r.get("kernel_ms")}
-    split_ratios = {}    # per draft: its time / the same draft's time with the weight split
     for (task, combo), ms in timed.items():
         other = tuple("implicit_gemm" if v == "channels_last" else v for v in combo)
-        if "channels_last" in combo and "split_weight" not in combo and (task, other) in timed:
+        if "channels_last" in combo and not {"split_weight", "warps8"} & set(combo) and (task, other) in timed:
             ratios[f"{task} ({'+'.join(combo)})"] = timed[(task, other)] / ms
-        unsplit = tuple(v for v in combo if v != "split_weight")
-        if "split_weight" in combo and (task, unsplit) in timed:
-            split_ratios[f"{task} ({'+'.join(unsplit)})"] = timed[(task, unsplit)] / ms
+    split_ratios, wide_ratios = flag_ratios(timed, "split_weight"), flag_ratios(timed, "warps8")
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
               "machine": {"platform": platform.platform(), "python": platform.python_version()},
               "versions": _versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
@@ -131,6 +168,8 @@ def main(argv: list[str] | None = None) -> int:
               "split_weight_speedup": split_ratios,
               "split_weight_speedup_geomean": (statistics.geometric_mean(split_ratios.values())
                                                if split_ratios else None),
+              "warps8_speedup": wide_ratios,
+              "warps8_speedup_geomean": statistics.geometric_mean(wide_ratios.values()) if wide_ratios else None,
               "evidence_records": len(records)}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
@@ -139,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
               f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
     print(f"channels-last / implicit GEMM, kernel time ratio (>1: channels-last faster): {ratios}")
     print(f"weight split / not, kernel time ratio (>1: split faster): {split_ratios}")
+    if wide_ratios:
+        print(f"8 warps / 4 on the 128 x 64 tile, kernel time ratio (>1: 8 faster): {wide_ratios}")
     print(f"wrote {args.out} ({report['wall_s']} s)")
     return 0
 

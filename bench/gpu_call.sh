@@ -83,8 +83,9 @@ for step in "$@"; do
     rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
                 timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-$gpu-$day.json" \
                   --budget-s $(start_budget "$secs") ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
-    convab)     timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-$gpu-$day.json" \
-                  2>&1 | tail -30 ;;
+    convab)     # CONVAB_ARGS: more options (--warps8: the 128 x 64 conv tile on 8 warps too; --only a b)
+                timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-$gpu-$day-$(date +%H%M).json" \
+                  ${CONVAB_ARGS:-} 2>&1 | tail -40 ;;
     profile)    # PROFILE_TASKS="a b c" names the tasks (default: profile_tasks.py's losers)
                 timeout "$secs" python3 bench/profile_tasks.py --out "$work/profile-$gpu-$day-$(date +%H%M).json" \
                   --budget-s $(start_budget "$secs") ${PROFILE_TASKS:-} 2>&1 | tail -30 ;;

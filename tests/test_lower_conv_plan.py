@@ -232,7 +232,7 @@ def test_the_conv_survey_times_each_gemm_draft_with_the_weight_split_forced_off_
     spec = importlib.util.spec_from_file_location("conv_variants_under_test", path)
     survey = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(survey)
-    rows = survey.drafts([SUITE / "conv2d_bias_relu.py", SUITE / "conv3d_group_norm_silu.py"], tmp_path)
+    rows = survey.drafts([SUITE / "conv2d_bias_relu.py", SUITE / "conv3d_group_norm_silu.py"], tmp_path, warps8=True)
     pairs = [(r, s) for r in rows for s in rows
              if s["variants"] == [*r["variants"], "split_weight"] and s["task"] == r["task"]]
     assert {r["task"] for r, _ in pairs} == {"conv2d_bias_relu", "conv3d_group_norm_silu"}
@@ -241,3 +241,12 @@ def test_the_conv_survey_times_each_gemm_draft_with_the_weight_split_forced_off_
         assert "precision=None, split_b=True):" in Path(split["candidate"]).read_text()
         assert "tf32_split_pass" not in plain["transformations"]
         assert split["transformations"] == [*plain["transformations"], "tf32_split_pass"]
+    wide = [r for r in rows if r["variants"][-1] == "warps8"]
+    assert len(wide) == 2 * len(pairs)
+    for row in wide:
+        text = Path(row["candidate"]).read_text()
+        assert survey.WIDE_TILE[1] in text and survey.WIDE_TILE[0] not in text
+        base = next(r for r in rows if r["variants"] == row["variants"][:-1] and r["task"] == row["task"])
+        assert text.replace(*survey.WIDE_TILE[::-1]) == Path(base["candidate"]).read_text()
+    timed = {("t", ("a",)): 2.0, ("t", ("a", "warps8")): 1.0, ("t", ("b", "warps8")): 1.0}
+    assert survey.flag_ratios(timed, "warps8") == {"t (a)": 2.0}
