@@ -244,8 +244,9 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
         if stats.get("median_ms"):
             entry["tflops"] = 2 * n**3 / (stats["median_ms"] * 1e-3) / 1e12
         row["paths"][name] = entry
-    # the ratio to cuBLAS fp32 is the one timed round-robin with these calls (one GPU state for
-    # all: sequential timing put the same template at 1.89x here and 2.08x in the split survey)
+    # the ratio to cuBLAS fp32 is the one timed round-robin with these calls, one GPU state for all
+    # (H100, 2026-12-07: timed in turn, the template read 1.89x at 8192^3 where the split survey of
+    # the same call read 2.08x; round-robin, a later call's step read 2.09x against the survey's 2.11x)
     base_ms = side.get(CUBLAS_SIDE, {}).get("median_ms")
     if base_ms:
         row["paths"]["ieee_side_by_side"] = {
