@@ -55,25 +55,22 @@ def drafts(tasks: list[Path], folder: Path, warps8: bool = False) -> list[dict]:
             if not draft.ok:
                 rows.append({**row, "reason": draft.reason})
                 continue
-            unsplit = [t for t in draft.transformations if t != "tf32_split_pass"]
-            path = folder / f"{task.stem}__{'_'.join(combo)}.py"
-            path.write_text(forced_split(draft.source, False) if gemm_conv else draft.source)
-            rows.append({**row, "path": str(task), "candidate": str(path),
-                         "transformations": unsplit if gemm_conv else draft.transformations})
-            if gemm_conv:
-                path = folder / f"{task.stem}__{'_'.join(combo)}_split_weight.py"
-                path.write_text(forced_split(draft.source, True))
-                rows.append({**rows[-1], "variants": [*combo, "split_weight"], "candidate": str(path),
-                             "transformations": [*unsplit, "tf32_split_pass"]})
+            own = [({"variants": list(combo), "transformations": draft.transformations}, draft.source)]
+            if gemm_conv:   # the weight split forced off and on, whatever the launcher's default
+                unsplit = [t for t in draft.transformations if t != "tf32_split_pass"]
+                own = [({"variants": list(combo), "transformations": unsplit}, forced_split(draft.source, False)),
+                       ({"variants": [*combo, "split_weight"], "transformations": [*unsplit, "tf32_split_pass"]},
+                        forced_split(draft.source, True))]
             if gemm_conv and warps8:
-                for base in rows[-2:]:
-                    wide = wide_warps(Path(base["candidate"]).read_text())
-                    if wide is None:
-                        raise SystemExit(f"{task.stem} {combo}: no {WIDE_TILE[0]!r} row in its CONV_TILES; update "
-                                         "WIDE_TILE to the conv table's 128 x 64 row")
-                    path = Path(base["candidate"]).with_name(Path(base["candidate"]).stem + "_warps8.py")
-                    path.write_text(wide)
-                    rows.append({**base, "variants": [*base["variants"], "warps8"], "candidate": str(path)})
+                wide = [(dict(r, variants=[*r["variants"], "warps8"]), wide_warps(text)) for r, text in own]
+                if any(text is None for _, text in wide):
+                    raise SystemExit(f"{task.stem} {combo}: no {WIDE_TILE[0]!r} row in its CONV_TILES; update "
+                                     "WIDE_TILE to the conv table's 128 x 64 row")
+                own += wide
+            for fields, text in own:
+                path = folder / f"{task.stem}__{'_'.join(fields['variants'])}.py"
+                path.write_text(text)
+                rows.append({**row, "path": str(task), "candidate": str(path), **fields})
     return rows
 
 

@@ -266,14 +266,14 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
     return row
 
 
+CUBLAS_SIDE = "ieee_side_by_side"   # cuBLAS fp32 timed round-robin with the paths below
 PATH_HOW = {
     "skill_tf32x3": "matmul_tf32x3 skill, tuned config, B as stored (one-pass transpose timed)",
     "skill_tf32x3_b_kmajor": "matmul_tf32x3 skill, tuned config, B given K-major (no transpose)",
     "template_tf32x3": "the lowering's GEMM template, 3xTF32 (on CUDA: B split into TF32 parts in one "
                        "timed pass, A too from N = 4096, else in the K loop)",
+    CUBLAS_SIDE: "cuBLAS fp32 (TF32 off), timed round-robin with kernelrag's paths: their ratios' base",
 }
-CUBLAS_SIDE = "ieee_side_by_side"
-PATH_HOW[CUBLAS_SIDE] = "cuBLAS fp32 (TF32 off), timed round-robin with kernelrag's paths: their ratios' base"
 GOAL_PATHS = ("skill_tf32x3", "template_tf32x3")   # kernelrag's fp32 GEMMs: the goal takes the faster
 
 
