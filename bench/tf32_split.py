@@ -33,7 +33,7 @@ it), at SIZE^3 (default 4096 and 8192):
   (``split_b+chunk1``'s design, with a NaN redo for infinities) and with A split there too
   (``split_a``, ``split_ab+chunk1``'s design, the launcher's default from N = 4096), at the
   launcher's own tile and at each of ``TEMPLATE_TILES`` (the split's tile table replaced by
-  that one row for the call): the candidates for that table;
+  that one row for the call), B's split alone and A's too: the candidates for that table;
 - ``cublas_fp32`` (TF32 off: the goal's baseline) and ``cublas_tf32`` (the speed of one
   TF32 product, which fails fp32 tolerances).
 
@@ -185,9 +185,10 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     for split_b, split_a in ((False, None), (True, False), (True, True)):
         runs[f"template:split_b={split_b}" + ("" if split_a is None else f",split_a={split_a}")] = (
             lambda s=split_b, t=split_a: template(s, split_a=t))
-    for tile in TEMPLATE_TILES:
-        label = "template:split_b=True,split_a=True,BM={},BN={},BK={},warps={},stages={}".format(*tile)
-        runs[label] = lambda t=tile: template(True, t, split_a=True)
+    for tile in TEMPLATE_TILES:     # each tile with B's split alone and with A's too
+        for split_a in (False, True):
+            label = f"template:split_b=True,split_a={split_a}," + "BM={},BN={},BK={},warps={},stages={}".format(*tile)
+            runs[label] = lambda t=tile, s=split_a: template(True, t, split_a=s)
     for a_split in (False, True):
         for config in SPLIT_CONFIGS:     # the small products apart, the large one fresh each step
             label = f"{'split_ab' if a_split else 'split_b'}+small:" + "BM={},BN={},BK={},warps={},stages={}".format(
