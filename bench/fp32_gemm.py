@@ -467,6 +467,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="cpu: a dry run on tiny shapes under Triton's interpreter")
     parser.add_argument("--budget-s", type=float, default=300.0, help="start no new stage or skill after this many seconds (default 300)")
     parser.add_argument("--no-verify", action="store_true", help="skip stage 4 (the verifier runs)")
+    parser.add_argument("--sizes", type=int, nargs="+", help="square sizes of stage 2 (default 2048 4096 8192)")
     args = parser.parse_args(argv)
     if args.device == "cpu":
         os.environ["TRITON_INTERPRET"] = "1"      # before triton is imported
@@ -483,7 +484,7 @@ def main(argv: list[str] | None = None) -> int:
     env = environment(torch, triton)
     run.summary["env"] = env
     run.write("env.json", env)
-    sizes = [48, 80] if run.cpu else [2048, 4096, 8192]
+    sizes = args.sizes or ([48, 80] if run.cpu else [2048, 4096, 8192])
     linear = (64, 48, 80) if run.cpu else (8192, 4096, 4096)
     run.stage("ceilings", lambda: stage_ceilings(run, torch))
     tuner = Tuner(run, torch, triton, env)

@@ -64,7 +64,8 @@ for step in "$@"; do
                   --out "$work/isolation-starts-$gpu-$day.json" 2>&1 | tail -30 ;;
     bf16gemm)   timeout "$secs" python3 bench/bf16_gemm.py --out "$work/bf16-gemm-$gpu-$day.json" \
                   --budget-s $(start_budget "$secs") 2>&1 | tail -40 ;;
-    gemm)       timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) 2>&1 | tail -40 ;;
+    gemm)       # GEMM_ARGS: more options (--sizes 2048: those square sizes only; --no-verify)
+                timeout "$secs" python3 bench/fp32_gemm.py --out "$work/gemm" --budget-s $((secs - 100)) ${GEMM_ARGS:-} 2>&1 | tail -40 ;;
     suite)      # SUITE_RESULTS=bench/results/<gpu>-<date>.json resumes an earlier run's file;
                 # SUITE_TAG=s4 names a fresh one bench/results/<gpu>-<date>-s4.json;
                 # SUITE_ONLY=a,b,c runs those tasks only; SUITE_ORDER=<earlier results file> starts the

@@ -177,14 +177,17 @@ def survey(name: str, folder: Path, iters: int) -> dict:
     module, mm = template_module(folder)
     table = module.GEMM_TILES_TF32X3_SPLIT
 
-    def template(split_b: bool, tile: tuple | None = None, split_a: bool | None = None):
+    def template(split_b: bool, tile: tuple | None = None, split_a: bool | None = None, split_k: int | None = None):
         # a row of the emitted table: (cuda, min M, min N, min K, min programs, tile)
         module.GEMM_TILES_TF32X3_SPLIT = table if tile is None else ((a.is_cuda, 0, 0, 0, 0, tile),)
-        return mm(a, b, split_b=split_b, split_a=split_a)
+        return mm(a, b, split_b=split_b, split_a=split_a, split_k=split_k)
 
     for split_b, split_a in ((False, None), (True, False), (True, True)):
         runs[f"template:split_b={split_b}" + ("" if split_a is None else f",split_a={split_a}")] = (
             lambda s=split_b, t=split_a: template(s, split_a=t))
+    # K split across two programs a tile, partials summed after: the launcher's choice at 2048^3
+    # (256 tiles) until it split K only below one wave of tiles
+    runs["template:split_b=True,split_k=2"] = lambda: template(True, split_k=2)
     for tile in TEMPLATE_TILES:     # each tile with B's split alone and with A's too
         for split_a in (False, True):
             label = f"template:split_b=True,split_a={split_a}," + "BM={},BN={},BK={},warps={},stages={}".format(*tile)

@@ -72,6 +72,30 @@ def test_split_k_partials_sum_in_order(split_k):
     assert torch.equal(out1, out2)
 
 
+@pytest.mark.parametrize("m,n,want", [(64, 64, 2), (352, 352, 2), (384, 384, 1)])
+def test_default_split_k_only_below_one_wave_of_tiles(m, n, want):
+    """K = 2048 splits across programs while the output's tiles (32 x 32 here) are fewer than 132, one
+    wave of an H100's or H200's SMs: 4 and 121 tiles split in two, 144 run whole (their partials'
+    round trip through memory and the summing pass would only add time)."""
+    rendered = render_gemm(GemmSpec())
+    module = types.ModuleType("gemm_split_k_choice")
+    exec(compile(rendered.source, "<split_k_choice>", "exec"), module.__dict__)
+    launches = []
+
+    class Recorder:          # a kernel's launch noted (its grid and SPLIT_K), no program run
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.name, grid, kwargs.get("SPLIT_K")))
+
+    setattr(module, f"{rendered.entry}_kernel", Recorder("mm"))
+    setattr(module, f"{rendered.entry}_splitk_kernel", Recorder("sum"))
+    getattr(module, rendered.entry)(torch.empty(m, 2048), torch.empty(2048, n))
+    assert launches[0][0] == "mm" and launches[0][2] == want and launches[0][1][2] == want
+    assert [name for name, _, _ in launches] == (["mm", "sum"] if want > 1 else ["mm"])
+
+
 @pytest.mark.parametrize("b_shape,split_k", [((300, 1), None), ((300,), 3), ((2, 300, 1), 2)])
 def test_matrix_vector(b_shape, split_k):
     torch.manual_seed(4)

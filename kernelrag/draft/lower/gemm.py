@@ -305,9 +305,10 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
             BM, BN, warps, stages = min(BM, 64), min(BN, 128), 4, 1
             store_cache = ".cs" if B0 * B1 * M * N * a.element_size() > 2 ** 26 else ""   # far past L2
     split_k_given = split_k
-    if split_k is None:                       # few output tiles over a long K: split K across programs
-        tiles = B0 * B1 * _cdiv(M, BM) * _cdiv(N, BN)
-        split_k = max(1, min(K // 1024, _cdiv(264, tiles), 64)) if K >= 2048 else 1
+    if split_k is None:                       # a long K over fewer output tiles than one wave (132 SMs):
+        tiles = B0 * B1 * _cdiv(M, BM) * _cdiv(N, BN)   # split K across programs; from a full wave on,
+        split_k = (max(1, min(K // 1024, _cdiv(264, tiles), 64))   # the fp32 partials' round trip and the
+                   if K >= 2048 and tiles < 132 else 1)          # summing pass add time and no parallelism
     gemv = {vector!r} and N == 1
     if gemv and split_k_given is None:        # reading A is the whole cost: enough programs to keep HBM busy
         split_k = max(1, min(K // 4096, _cdiv(1056, B0 * B1 * _cdiv(M, 64))))
