@@ -265,3 +265,27 @@ def test_the_3xtf32_splits_add_each_large_product_in_fp32_not_on_the_tensor_core
     assert len(results) == 5
     for r in results:
         assert r["loop_fresh_wgmma"] >= 1 and r["loop_f32_adds"] >= 64, r
+
+
+@pytest.mark.slow
+def test_the_tf32_split_passes_compile_with_vector_loads_and_stores(tmp_path):
+    """The GEMM template's split passes for sm_90: B's alone (tf32_split_kernel) and A's with B's
+    in one launch (tf32_split_pair_kernel, one branch a tensor): each global load and store 16
+    bytes wide, as a memory-bound pass needs, in both of the pair's branches (A^T read down its
+    columns, B along its rows), and no spill."""
+    pytest.importorskip("triton.backends.nvidia")
+    from kernelrag.draft.lower.gemm import render_gemm
+    from kernelrag.draft.lower.gemm_spec import GemmSpec
+
+    rendered = render_gemm(GemmSpec(name="mm"))
+    path = str(tmp_path / "mm_parts.py")
+    module = load(rendered.source, path)
+    seen = record(module, execute=False)
+    for split_a in (True, False):
+        getattr(module, rendered.entry)(torch.randn(64, 96), torch.randn(96, 80), precision="tf32x3",
+                                        split_b=True, split_a=split_a)
+    passes = [launch for launch in seen if launch["kernel"].startswith("tf32_split")]
+    assert sorted(launch["kernel"] for launch in passes) == ["tf32_split_kernel", "tf32_split_pair_kernel"]
+    for r in assert_all_compile([(path, passes)]):
+        assert r["spill_bytes"] == 0 and r["ld_global"] == r["ld_global_v4"] > 0, r
+        assert r["st_global"] == r["st_global_v4"] > 0, r

@@ -244,24 +244,39 @@ def test_b_split_into_tf32_parts_before_the_kernel(a_shape, b_shape, tb):
     ((37, 21), (45, 21), True, 2),           # nn.Linear's weight
     ((2, 3, 17, 21), (21, 19), False, 2),    # leading dims fold into one tall A, which splits
     ((3, 37, 40), (3, 40, 45), False, 1),    # bmm: A is not one matrix, only B splits
+    ((37, 70), (3, 70, 45), False, 2),       # one A, a batch of B: the pair launch walks three Bs
 ])
 def test_a_split_too_where_it_is_one_matrix(a_shape, b_shape, tb, splits):
     """SPLIT_A: A's TF32 parts from the same pass as B's, loaded in the K loop beside A's TF32 part.
     The interpreter computes the dots in IEEE fp32, so a part lost or read at B's offsets shows
-    as an error near TF32's 1e-3; the passes that ran are counted."""
+    as an error near TF32's 1e-3; the tensors split are counted, and A's and B's passes are one launch."""
     torch.manual_seed(5)
     b = torch.randn(b_shape)
     b = b.transpose(-1, -2) if tb else b
     a = torch.randn(a_shape)
     run = launcher(GemmSpec())
-    parts, calls = run.__globals__["tf32_parts"], []
-    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or parts(t)
+    one, pair, calls, launches = run.__globals__["tf32_parts"], run.__globals__["tf32_parts_pair"], [], []
+    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or launches.append(1) or one(t)
+    run.__globals__["tf32_parts_pair"] = lambda x, y: calls.extend([x.shape, y.shape]) or launches.append(2) or pair(x, y)
     for split_k in (1, 2):
         calls.clear()
+        launches.clear()
         out = run(a, b, precision="tf32x3", split_b=True, split_a=True, split_k=split_k)
         ref = a.double() @ b.double()
         err = (out.double() - ref).abs().max().item() / ref.abs().max().item()
-        assert err < 1e-5 and len(calls) == splits, (err, calls)
+        assert err < 1e-5 and len(calls) == splits and len(launches) == 1, (err, calls, launches)
+
+
+def test_the_pair_split_is_each_tensor_split_alone():
+    """tf32_parts_pair's one grid hands each program one tile of one tensor: its parts equal
+    tf32_parts' of each, on tiles ragged in both axes and a batched second tensor."""
+    torch.manual_seed(6)
+    run = launcher(GemmSpec())
+    one, pair = run.__globals__["tf32_parts"], run.__globals__["tf32_parts_pair"]
+    x, y = torch.randn(70, 45), torch.randn(2, 33, 100).transpose(-1, -2)
+    for got, want in zip(pair(x, y), (one(x), one(y))):
+        for g, w in zip(got, want):
+            assert g.shape == w.shape and g.stride() == w.stride() and torch.equal(g, w)
 
 
 def test_a_split_is_the_default_only_for_wide_products_without_an_a_prologue():

@@ -25,8 +25,9 @@ TF32 part and remainder, K-major, 12 bytes moved per element), and A in register
 B's parts back through shared memory; each step's three products are summed in a fresh tile
 and added to the accumulator in fp32 (``split_b``; not when B's tile has a prologue, which acts on
 B and not on its parts, nor for a vector B). Where A is one matrix (after folding its leading
-dims) without a prologue and N >= 4096, A is split the same way in a pass of its own
-(``split_a``, ``tf32x3_parts_dot``): the K loop then only loads four tiles and multiplies.
+dims) without a prologue and N >= 4096, A is split the same way, in the same launch as B
+(``split_a``, ``tf32_parts_pair``, ``tf32x3_parts_dot``): the K loop then only loads four tiles
+and multiplies. The kernels' text lives in ``split_helpers``.
 Hopper's TF32 MMA wants both operands K-major, so a (K, N)-major B or an (M, K) A with a
 non-unit K stride is first transposed by ``transpose_kernel`` in one pass (2 * K * N * 4
 bytes, small next to the 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
@@ -93,15 +94,18 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     a_lo = b_lo = None
     if precision == "tf32x3":
         a = k_major(a, rows_are_k=False)
-        b, b_lo = tf32_parts(b) if split_b else (k_major(b, rows_are_k=True), None)
+        b = b if split_b else k_major(b, rows_are_k=True)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
         a = a.reshape(-1, K)
     # A split too once it is one matrix (not a bmm's): its pass moves 12 bytes an element of A, less
     # than the K loop saves from N ~ 2,200 (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
     if split_a is None:
         split_a = {a_splittable!r} and N >= 4096
-    if split_b and split_a and a.ndim == 2:
-        a, a_lo = (t.transpose(-1, -2) for t in tf32_parts(a.transpose(-1, -2)))
+    if split_b and split_a and a.ndim == 2:   # A's parts ([M, K], K-major) and B's in one launch
+        a_parts, (b, b_lo) = tf32_parts_pair(a.transpose(-1, -2), b)
+        a, a_lo = (t.transpose(-1, -2) for t in a_parts)
+    elif split_b:
+        b, b_lo = tf32_parts(b)
     M = a.shape[-2]
     batch = _broadcast(a.shape[:-2], b.shape[:-2])
     if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)

@@ -135,16 +135,11 @@ def tf32x3_small_sum(small):
 
 
 @triton.jit
-def tf32_split_kernel(
-    x_ptr,  # B [G, K, N] through its strides
-    hi_ptr, lo_ptr,  # its TF32 parts [G, N, K], contiguous (K-major, as Hopper's TF32 MMA reads them)
-    R, C,  # K and N of one matrix
-    s_xg, s_xr, s_xc,  # element strides of B
-    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
-):
-    g = tl.program_id(2)
-    rows = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
-    cols = tl.program_id(1) * BLOCK + tl.arange(0, BLOCK)
+def tf32_split_tile(x_ptr, hi_ptr, lo_ptr, R, C, s_xg, s_xr, s_xc, g, tile_r, tile_c, BLOCK: tl.constexpr):
+    """The TF32 parts of one BLOCK x BLOCK tile of matrix g of x [G, R, C] (read through its
+    strides), stored swapped into hi and lo [G, C, R], contiguous."""
+    rows = tile_r * BLOCK + tl.arange(0, BLOCK)
+    cols = tile_c * BLOCK + tl.arange(0, BLOCK)
     ok = (rows < R)[:, None] & (cols < C)[None, :]
     x = tl.load(x_ptr + g.to(tl.int64) * s_xg + rows[:, None] * s_xr + cols[None, :] * s_xc, mask=ok, other=0.0)
     hi = rna_tf32(x)
@@ -156,17 +151,72 @@ def tf32_split_kernel(
     tl.store(lo_ptr + out, tl.trans(lo), mask=ok_t)
 
 
-def tf32_parts(t):
-    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
-    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
-    lead = t.shape[:-2]
+@triton.jit
+def tf32_split_kernel(
+    x_ptr,  # B [G, K, N] through its strides
+    hi_ptr, lo_ptr,  # its TF32 parts [G, N, K], contiguous (K-major, as Hopper's TF32 MMA reads them)
+    R, C,  # K and N of one matrix
+    s_xg, s_xr, s_xc,  # element strides of B
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    tf32_split_tile(x_ptr, hi_ptr, lo_ptr, R, C, s_xg, s_xr, s_xc,
+                    tl.program_id(2), tl.program_id(0), tl.program_id(1), BLOCK)
+
+
+@triton.jit
+def tf32_split_pair_kernel(
+    x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
+    y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
+    microseconds): the first programs take x's tiles, the rest y's."""
+    pid = tl.program_id(0)
+    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
+    if pid < GX * per_x:
+        t = pid % per_x
+        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
+                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
+    else:
+        pid -= GX * per_x
+        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
+        t = pid % per_y
+        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
+                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
+
+
+def _split_buffers(t):
+    """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
     G, R, C = t3.shape
     hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
-    lo = torch.empty_like(hi)
-    grid = (_cdiv(R, 32), _cdiv(C, 32), G)
-    tf32_split_kernel[grid](t3, hi, lo, R, C, t3.stride(0), t3.stride(1), t3.stride(2), BLOCK=32)
+    return t3, hi, torch.empty_like(hi)
+
+
+def _parts_views(t, hi, lo):
+    """hi and lo [G, C, R] as K-major views of t's shape [..., R, C]."""
+    lead, (R, C) = t.shape[:-2], t.shape[-2:]
     return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
+
+
+def tf32_parts(t):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
+    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+    t3, hi, lo = _split_buffers(t)
+    G, R, C = t3.shape
+    tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
+    return _parts_views(t, hi, lo)
+
+
+def tf32_parts_pair(x, y):
+    """(tf32_parts(x), tf32_parts(y)) in one launch."""
+    x3, xhi, xlo = _split_buffers(x)
+    y3, yhi, ylo = _split_buffers(y)
+    (GX, RX, CX), (GY, RY, CY) = x3.shape, y3.shape
+    tiles = GX * _cdiv(RX, 32) * _cdiv(CX, 32) + GY * _cdiv(RY, 32) * _cdiv(CY, 32)
+    tf32_split_pair_kernel[(tiles,)](x3, xhi, xlo, GX, RX, CX, *x3.stride(),
+                                     y3, yhi, ylo, RY, CY, *y3.stride(), BLOCK=32)
+    return _parts_views(x, xhi, xlo), _parts_views(y, yhi, ylo)
 
 
 @triton.jit
