@@ -48,7 +48,7 @@ from __future__ import annotations
 from kernelrag.draft.lower.gemm_kernels import render_kernels, tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Rendered
 from kernelrag.draft.lower.host import used_helpers
-from kernelrag.draft.lower.split_helpers import BF16X6_DOT, TF32X3_SPLIT, TRANSPOSE_KERNEL
+from kernelrag.draft.lower.split_helpers import BF16X6_DOT, TF32_SPLIT_PAIR, TF32X3_SPLIT, TRANSPOSE_KERNEL
 from kernelrag.draft.lower.tiles import (GEMM_TILES, GEMM_TILES_16BIT, GEMM_TILES_BF16X6, GEMM_TILES_TF32X3_SPLIT,
                                          PICK_TILE, table_source)
 
@@ -217,7 +217,8 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
     tables = [table_source(name, table) for name, table in (("GEMM_TILES", GEMM_TILES), (
         "GEMM_TILES_TF32X3_SPLIT", GEMM_TILES_TF32X3_SPLIT), ("GEMM_TILES_BF16X6", GEMM_TILES_BF16X6),
         ("GEMM_TILES_16BIT", GEMM_TILES_16BIT))]
-    return [TRANSPOSE_KERNEL, BF16X6_DOT, TF32X3_SPLIT, TMA_LAYOUT, *tables, PICK_TILE, render_kernels(spec)], launcher
+    return [TRANSPOSE_KERNEL, BF16X6_DOT, TF32X3_SPLIT, TF32_SPLIT_PAIR, TMA_LAYOUT, *tables, PICK_TILE,
+            render_kernels(spec)], launcher
 
 
 def transformations_of(spec: GemmSpec) -> list[str]:

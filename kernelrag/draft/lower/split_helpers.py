@@ -7,8 +7,9 @@ will define it:
 - ``TF32X3_SPLIT``: ``rna_tf32`` (round to TF32 on the bits), the 3xTF32 K steps
   (``tf32x3_split_dot`` with A split in registers, ``tf32x3_parts_dot`` with both operands
   given as parts, the conv template's ``tf32x3_split_step`` and ``tf32x3_small_sum``), and the
-  split pass before the kernel: ``tf32_split_kernel`` with its host functions ``tf32_parts``
-  (one operand) and ``tf32_parts_pair`` (A and B in one launch);
+  split pass before the kernel: ``tf32_split_kernel`` and its host function ``tf32_parts``;
+- ``TF32_SPLIT_PAIR`` (the GEMM template's, after ``TF32X3_SPLIT``): ``tf32_parts_pair``, the
+  split of A and B in one launch;
 - ``BF16X6_DOT``: six bf16 products of exact three-part splits, Kahan-summed across K;
 - ``TRANSPOSE_KERNEL``: ``k_major``, the one-pass transpose that makes an operand K-major,
   as Hopper's TF32 MMA reads it.
@@ -145,28 +146,6 @@ def tf32_split_kernel(
                     tl.program_id(2), tl.program_id(0), tl.program_id(1), BLOCK)
 
 
-@triton.jit
-def tf32_split_pair_kernel(
-    x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
-    y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
-    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
-):
-    """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
-    microseconds): the first programs take x's tiles, the rest y's."""
-    pid = tl.program_id(0)
-    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
-    if pid < GX * per_x:
-        t = pid % per_x
-        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
-                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
-    else:
-        pid -= GX * per_x
-        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
-        t = pid % per_y
-        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
-                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
-
-
 def _split_buffers(t):
     """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
@@ -188,6 +167,28 @@ def tf32_parts(t):
     G, R, C = t3.shape
     tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
     return _parts_views(t, hi, lo)
+'''
+
+TF32_SPLIT_PAIR = '''@triton.jit
+def tf32_split_pair_kernel(
+    x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
+    y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
+    microseconds): the first programs take x's tiles, the rest y's."""
+    pid = tl.program_id(0)
+    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
+    if pid < GX * per_x:
+        t = pid % per_x
+        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
+                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
+    else:
+        pid -= GX * per_x
+        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
+        t = pid % per_y
+        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
+                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
 
 
 def tf32_parts_pair(x, y):

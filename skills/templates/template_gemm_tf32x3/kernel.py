@@ -225,28 +225,6 @@ def tf32_split_kernel(
                     tl.program_id(2), tl.program_id(0), tl.program_id(1), BLOCK)
 
 
-@triton.jit
-def tf32_split_pair_kernel(
-    x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
-    y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
-    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
-):
-    """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
-    microseconds): the first programs take x's tiles, the rest y's."""
-    pid = tl.program_id(0)
-    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
-    if pid < GX * per_x:
-        t = pid % per_x
-        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
-                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
-    else:
-        pid -= GX * per_x
-        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
-        t = pid % per_y
-        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
-                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
-
-
 def _split_buffers(t):
     """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
     t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
@@ -268,6 +246,28 @@ def tf32_parts(t):
     G, R, C = t3.shape
     tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
     return _parts_views(t, hi, lo)
+
+
+@triton.jit
+def tf32_split_pair_kernel(
+    x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
+    y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
+    BLOCK: tl.constexpr,  # a BLOCK x BLOCK tile per program
+):
+    """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
+    microseconds): the first programs take x's tiles, the rest y's."""
+    pid = tl.program_id(0)
+    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
+    if pid < GX * per_x:
+        t = pid % per_x
+        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
+                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
+    else:
+        pid -= GX * per_x
+        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
+        t = pid % per_y
+        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
+                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
 
 
 def tf32_parts_pair(x, y):
