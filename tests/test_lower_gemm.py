@@ -75,8 +75,8 @@ def test_split_k_partials_sum_in_order(split_k):
 @pytest.mark.parametrize("m,n,want", [(64, 64, 2), (352, 352, 2), (384, 384, 1)])
 def test_default_split_k_only_below_one_wave_of_tiles(m, n, want):
     """K = 2048 splits across programs while the output's tiles (32 x 32 here) are fewer than 132, one
-    wave of an H100's or H200's SMs: 4 and 121 tiles split in two, 144 run whole (their partials'
-    round trip through memory and the summing pass would only add time)."""
+    wave of an H100's or H200's SMs: 4 and 121 tiles split in two, 144 run whole (from a full wave
+    on, the partials' round trip through memory and the summing pass add work, not parallelism)."""
     rendered = render_gemm(GemmSpec())
     module = types.ModuleType("gemm_split_k_choice")
     exec(compile(rendered.source, "<split_k_choice>", "exec"), module.__dict__)
@@ -256,8 +256,9 @@ def test_a_split_too_where_it_is_one_matrix(a_shape, b_shape, tb, splits):
     a = torch.randn(a_shape)
     run = launcher(GemmSpec())
     one, pair, calls, launches = run.__globals__["tf32_parts"], run.__globals__["tf32_parts_pair"], [], []
-    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or launches.append(1) or one(t)
-    run.__globals__["tf32_parts_pair"] = lambda x, y: calls.extend([x.shape, y.shape]) or launches.append(2) or pair(x, y)
+    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or launches.append("one") or one(t)
+    run.__globals__["tf32_parts_pair"] = (
+        lambda x, y: calls.extend([x.shape, y.shape]) or launches.append("pair") or pair(x, y))
     for split_k in (1, 2):
         calls.clear()
         launches.clear()
