@@ -14,7 +14,9 @@ Stages, each writing its JSON file into --out as soon as it is done:
    offline lowering's GEMM template (what the generate loop drafts for an fp32 matmul: B
    split into TF32 parts in one pass, A too from N = 4096, else split in the K loop): TFLOP/s
    (median, IQR, trials) and relative error against fp64; the skill and the template are timed
-   round-robin with cuBLAS fp32 (``ieee_side_by_side``), the base of their ratios;
+   round-robin with cuBLAS fp32 (``ieee_side_by_side``), the base of their ratios, and each
+   one's host time a call with the GPU held busy (``host_us``: its Python and launches, which
+   a small product's timed call waits on once they outlast the L2 flush before it);
 3. ``tuning.json``: the tuning memory's searches (``kernelrag.memory.tuning.autotune``):
    the matmul skill at each size (the first size times every configuration, later ones
    the top ones the graph's evidence ranks), the linear + ReLU / GELU / tanh-GELU skills
@@ -239,6 +241,10 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
         if not run.cpu:
             torch.cuda.synchronize()
         entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner, "how": PATH_HOW[name]}
+        if not run.cpu:
+            from bench.launch_overhead import host_us
+
+            entry["host_us"] = host_us(run_fn)
         if name == "template_tf32x3":
             entry["config"] = "the launcher's tile table"
         if stats.get("median_ms"):

@@ -60,7 +60,7 @@ def write_result(out: str | Path, result: dict) -> None:
     print(f"written to {out}")
 
 
-def _host_us(fn, calls: int = 40) -> float:
+def host_us(fn, calls: int = 40) -> float:
     """Median host time of a call, the GPU kept busy so that no launch blocks."""
     import torch
 
@@ -235,7 +235,7 @@ def main() -> int:
                     out = fn()
                     out = out[0] if isinstance(out, (tuple, list)) else out
                     ok = compare(out, expected, tolerance_for(expected.dtype)).passed   # the verifier's test
-                    host = _host_us(fn)
+                    host = host_us(fn)
                     graph = _graph_ms(fn)
                 row["drafts"][label] = {"correct": ok, "host_us": host, "graph_ms": graph}
                 if args.host_profile and label.endswith(":now"):
