@@ -215,6 +215,7 @@ def stage_ceilings(run: Run, torch) -> None:
 
 def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) -> dict:
     """One size: tune the skill, then every path side by side with its error against fp64."""
+    from bench.launch_overhead import host_us
     from kernelrag.verify.gemm_paths import measure_fp32_paths, rel_err
 
     tuned = tuner.tune("matmul_tf32x3", n, n, n, top_k=top_k)
@@ -242,8 +243,6 @@ def gemm_size(run: Run, torch, tuner: Tuner, n: int, top_k: int, tunings: list) 
             torch.cuda.synchronize()
         entry = {**stats, "rel_err": rel_err(out, ref64), "config": winner, "how": PATH_HOW[name]}
         if not run.cpu:
-            from bench.launch_overhead import host_us
-
             entry["host_us"] = host_us(run_fn)
         if name == "template_tf32x3":
             entry["config"] = "the launcher's tile table"

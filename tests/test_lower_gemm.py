@@ -77,9 +77,7 @@ def test_default_split_k_only_below_one_wave_of_tiles(m, n, want):
     """K = 2048 splits across programs while the output's tiles (32 x 32 here) are fewer than 132, one
     wave of an H100's or H200's SMs: 4 and 121 tiles split in two, 144 run whole (from a full wave
     on, the partials' round trip through memory and the summing pass add work, not parallelism)."""
-    rendered = render_gemm(GemmSpec())
-    module = types.ModuleType("gemm_split_k_choice")
-    exec(compile(rendered.source, "<split_k_choice>", "exec"), module.__dict__)
+    run = launcher(GemmSpec())
     launches = []
 
     class Recorder:          # a kernel's launch noted (its grid and SPLIT_K), no program run
@@ -89,9 +87,9 @@ def test_default_split_k_only_below_one_wave_of_tiles(m, n, want):
         def __getitem__(self, grid):
             return lambda *args, **kwargs: launches.append((self.name, grid, kwargs.get("SPLIT_K")))
 
-    setattr(module, f"{rendered.entry}_kernel", Recorder("mm"))
-    setattr(module, f"{rendered.entry}_splitk_kernel", Recorder("sum"))
-    getattr(module, rendered.entry)(torch.empty(m, 2048), torch.empty(2048, n))
+    run.__globals__[f"{run.__name__}_kernel"] = Recorder("mm")
+    run.__globals__[f"{run.__name__}_splitk_kernel"] = Recorder("sum")
+    run(torch.empty(m, 2048), torch.empty(2048, n))
     assert launches[0][0] == "mm" and launches[0][2] == want and launches[0][1][2] == want
     assert [name for name, _, _ in launches] == (["mm", "sum"] if want > 1 else ["mm"])
 

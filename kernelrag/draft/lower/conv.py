@@ -52,8 +52,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernelrag.draft.lower.split_helpers import TF32X3_SPLIT, TRANSPOSE_KERNEL
 from kernelrag.draft.lower.gemm_spec import LoweringError, Rendered, rendered
+from kernelrag.draft.lower.split_helpers import TF32X3_SPLIT, TRANSPOSE_KERNEL
 from kernelrag.draft.lower.tiles import CONV_TILES, PICK_TILE, table_source
 
 
