@@ -254,9 +254,9 @@ def test_a_split_too_where_it_is_one_matrix(a_shape, b_shape, tb, splits):
     a = torch.randn(a_shape)
     run = launcher(GemmSpec())
     one, pair, calls, launches = run.__globals__["tf32_parts"], run.__globals__["tf32_parts_pair"], [], []
-    run.__globals__["tf32_parts"] = lambda t: calls.append(t.shape) or launches.append("one") or one(t)
+    run.__globals__["tf32_parts"] = lambda t, *q: calls.append(t.shape) or launches.append("one") or one(t, *q)
     run.__globals__["tf32_parts_pair"] = (
-        lambda x, y: calls.extend([x.shape, y.shape]) or launches.append("pair") or pair(x, y))
+        lambda x, y, *q: calls.extend([x.shape, y.shape]) or launches.append("pair") or pair(x, y, *q))
     for split_k in (1, 2):
         calls.clear()
         launches.clear()
@@ -264,6 +264,35 @@ def test_a_split_too_where_it_is_one_matrix(a_shape, b_shape, tb, splits):
         ref = a.double() @ b.double()
         err = (out.double() - ref).abs().max().item() / ref.abs().max().item()
         assert err < 1e-5 and len(calls) == splits and len(launches) == 1, (err, calls, launches)
+
+
+@pytest.mark.parametrize("n,first", [(48, "tf32_split_kernel"), (4096, "tf32_split_pair_kernel")])
+def test_split_passes_launch_back_to_back_with_the_gemm(n, first):
+    """The split passes are queued while the launcher plans and launched together with the GEMM,
+    after every allocation and view: the GPU does not wait on the launcher's Python between them."""
+    run = launcher(GemmSpec())
+    g = run.__globals__
+    events = []
+
+    class Recorder:          # a kernel's launch noted, no program run
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: events.append(self.name)
+
+    class TorchSpy:          # torch with its allocations noted
+        def __getattr__(self, attr):
+            value = getattr(torch, attr)
+            if attr.startswith("empty"):
+                return lambda *args, **kwargs: events.append("alloc") or value(*args, **kwargs)
+            return value
+
+    for kernel in ("tf32_split_kernel", "tf32_split_pair_kernel", f"{run.__name__}_kernel"):
+        g[kernel] = Recorder(kernel)
+    g["torch"] = TorchSpy()
+    run(torch.empty(64, 32), torch.empty(32, n), precision="tf32x3", split_b=True)
+    assert events[-2:] == [first, f"{run.__name__}_kernel"] and "alloc" in events[:-2], events
 
 
 def test_the_pair_split_is_each_tensor_split_alone():

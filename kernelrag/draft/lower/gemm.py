@@ -33,6 +33,11 @@ non-unit K stride is first transposed by ``transpose_kernel`` in one pass (2 * K
 bytes, small next to the 2 * M * N * K flops). nn.Linear's (N, K) weight is already K-major. 16-bit
 inputs use the tensor cores directly with fp32 accumulation.
 
+Host time. The launcher's Python runs inside every timed call, and a small product's GPU waits on
+it. It reads strides arithmetically (``_strides``, ``_contiguous``) instead of building views, and
+queues the split passes (``_launch`` with a ``pending`` list) until every allocation is made, so
+the passes and the GEMM launch back to back.
+
 16-bit products on CUDA (one product after folding a's leading dims, operands as the TMA
 engine can fetch them, no prologue or row reduction) run ``<name>_tma_kernel``: persistent,
 TMA-fed, the same tile table and epilogue; everything else, the CPU included, the tiled kernel.
@@ -80,7 +85,8 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"{name}: inner sizes differ, a is {{tuple(a.shape)}}, b is {{tuple(b.shape)}}")
     K, N = b.shape[-2], b.shape[-1]
-    out_shape = _broadcast(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
+    batch = _broadcast(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    out_shape = batch + (a.shape[-2], N)
     extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in ({extras_tuple})]
     extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
@@ -91,38 +97,33 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
         split_b = cuda and {b_splittable!r} and N > 1
     split_b = bool(split_b) and precision == "tf32x3" and fp32
-    a_lo = b_lo = None
     if precision == "tf32x3":
         a = k_major(a, rows_are_k=False)
         b = b if split_b else k_major(b, rows_are_k=True)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
-        a = a.reshape(-1, K)
+        a, batch = a.reshape(-1, K), ()
+    if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
+        a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        batch = (a.shape[0],)
+    B0, B1 = (1,) * (2 - len(batch)) + batch
+    M = a.shape[-2]
+    # the split passes are queued and launched back to back with the GEMM, after all of this
+    # Python: the GPU then does not wait on the host between them
+    pending, a_lo, b_lo = [], None, None
     # A split too once it is one matrix (not a bmm's): its pass moves 12 bytes an element of A, less
     # than the K loop saves from N ~ 2,200 (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
     if split_a is None:
         split_a = {a_splittable!r} and N >= 4096
     if split_b and split_a and a.ndim == 2:   # A's parts ([M, K], K-major) and B's in one launch
-        a_parts, (b, b_lo) = tf32_parts_pair(a.transpose(-1, -2), b)
-        a, a_lo = (t.transpose(-1, -2) for t in a_parts)
+        (a, a_lo), (b, b_lo) = tf32_parts_pair(a.t(), b, pending)
+        a, a_lo = a.t(), a_lo.t()
     elif split_b:
-        b, b_lo = tf32_parts(b)
-    M = a.shape[-2]
-    batch = _broadcast(a.shape[:-2], b.shape[:-2])
-    if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
-        a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
-        b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
-        b_lo = None if b_lo is None else b_lo.expand(*batch, *b_lo.shape[-2:]).reshape(-1, *b_lo.shape[-2:])
-        batch = (a.shape[0],)
-    batch = (1,) * (2 - len(batch)) + tuple(batch)
-    a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
-    b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
-    blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
-    alo4 = a4 if a_lo is None else a_lo.reshape(1, 1, *a_lo.shape)                       # laid out as a4
-    a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
-    b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
-    e4 = [e.reshape(*batch, M, N) for e in extras]
+        b, b_lo = tf32_parts(b, pending)
+    a_st = _strides(a, (B0, B1, M, K))        # 0 along a broadcast batch dim; the parts share their
+    b_st = _strides(b, (B0, B1, K, N))        # tensor's layout
+    e4 = [e.reshape(B0, B1, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
-    B0, B1 = batch
     rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
     rules = GEMM_TILES_TF32X3_SPLIT if split_b else rules   # B's two parts: BLOCK_K 32 (shared memory)
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
@@ -150,26 +151,29 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         split_k = max(1, min(K // 4096, _cdiv(1056, B0 * B1 * _cdiv(M, 64))))
     out_full = out_shape[:-1] + ((1,) if {row_out!r} else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
-    full = out.reshape(B0, B1, M, out_full[-1])
-    c_st = list(full.stride())
+    c_st = _contiguous((B0, B1, M, out_full[-1]))
+    alo, blo = (a if a_lo is None else a_lo), (b if b_lo is None else b_lo)   # laid out as a and b
     if gemv or split_k > 1:
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
+    for kernel, grid, args, meta in pending:
+        kernel[grid](*args, **meta)
+    if gemv or split_k > 1:
         if gemv:
             GM, GK = (64, 128) if cuda else (16, 32)
             {name}_gemv_kernel[(_cdiv(M, GM), B0 * B1, split_k)](
-                a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
+                a, b, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, alo4, b4, blo4, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a, alo, b, blo, ws, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE="", num_warps=warps,
                 num_stages=stages)
         SM, SN = (32, BN) if {whole_rows!r} else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         {name}_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
-            ws, full, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
+            ws, out, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
 {tma_branch}    else:
         {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, alo4, b4, blo4, full, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a, alo, b, blo, out, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
             num_warps=warps, num_stages=stages)
@@ -182,15 +186,16 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     return out
 '''
 
-TMA_BRANCH = '''    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a4[0, 0], b4[0, 0])) is not None:
+TMA_BRANCH = '''    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a2 := a.reshape(M, K),
+                                                                     b2 := b.reshape(K, N))) is not None:
         # 16-bit, one product: the persistent kernel, its tiles fetched by the TMA engine
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        a_desc = TensorDescriptor.from_tensor(a4[0, 0], [BM, BK])
-        b_desc = TensorDescriptor.from_tensor(b4[0, 0].t() if b_nk else b4[0, 0], [BN, BK] if b_nk else [BK, BN])
+        a_desc = TensorDescriptor.from_tensor(a2, [BM, BK])
+        b_desc = TensorDescriptor.from_tensor(b2.t() if b_nk else b2, [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
         {name}_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
-            a_desc, b_desc, full, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
+            a_desc, b_desc, out, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
 '''

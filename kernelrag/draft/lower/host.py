@@ -40,6 +40,13 @@ HELPERS = {
         out.append(step)
         step *= n
     return out[::-1]''',
+    "_launch": '''def _launch(pending, kernel, grid, args, **meta):
+    """kernel[grid](*args, **meta) now, or queued on ``pending`` (a list) for the caller to launch
+    later, back to back with its own kernels: nothing between them then waits on the host."""
+    if pending is None:
+        kernel[grid](*args, **meta)
+    else:
+        pending.append((kernel, grid, args, meta))''',
     "_cdiv": '''def _cdiv(a, b):
     """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
     return -(-a // b)''',

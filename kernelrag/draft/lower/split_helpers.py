@@ -7,7 +7,9 @@ will define it:
 - ``TF32X3_SPLIT``: ``rna_tf32`` (round to TF32 on the bits), the 3xTF32 K steps
   (``tf32x3_split_dot`` with A split in registers, ``tf32x3_parts_dot`` with both operands
   given as parts, the conv template's ``tf32x3_split_step`` and ``tf32x3_small_sum``), and the
-  split pass before the kernel: ``tf32_split_kernel`` and its host function ``tf32_parts``;
+  split pass before the kernel: ``tf32_split_kernel`` and its host function ``tf32_parts``
+  (its parts allocated K-major with ``empty_strided``, no views; its launch made at once or
+  queued on the caller's ``pending`` list);
 - ``TF32_SPLIT_PAIR`` (the GEMM template's, after ``TF32X3_SPLIT``): ``tf32_parts_pair``, the
   split of A and B in one launch;
 - ``BF16X6_DOT``: six bf16 products of exact three-part splits, Kahan-summed across K;
@@ -147,26 +149,24 @@ def tf32_split_kernel(
 
 
 def _split_buffers(t):
-    """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
-    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
-    G, R, C = t3.shape
-    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    """t [..., R, C] as [G, R, C] and two empty fp32 tensors of t's shape for its parts, K-major:
+    their storage is [G, C, R], contiguous, as tf32_split_kernel writes it."""
+    R, C = t.shape[-2], t.shape[-1]
+    t3 = t if t.ndim == 3 else t.reshape(-1, R, C)
+    hi = torch.empty_strided(t.shape, (*_contiguous(t.shape[:-2] + (C, R))[:-2], 1, R),
+                             device=t.device, dtype=torch.float32)
     return t3, hi, torch.empty_like(hi)
 
 
-def _parts_views(t, hi, lo):
-    """hi and lo [G, C, R] as K-major views of t's shape [..., R, C]."""
-    lead, (R, C) = t.shape[:-2], t.shape[-2:]
-    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
-
-
-def tf32_parts(t):
-    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
-    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+def tf32_parts(t, pending=None):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, shaped as t [..., K, N] and
+    K-major (storage [..., N, K]); one pass, 12 bytes moved per element. With a list ``pending``
+    the pass is queued there for the caller to launch (``_launch``), not launched."""
     t3, hi, lo = _split_buffers(t)
     G, R, C = t3.shape
-    tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
-    return _parts_views(t, hi, lo)
+    _launch(pending, tf32_split_kernel, (_cdiv(R, 32), _cdiv(C, 32), G), (t3, hi, lo, R, C, *t3.stride()),
+            BLOCK=32)
+    return hi, lo
 '''
 
 TF32_SPLIT_PAIR = '''@triton.jit
@@ -191,15 +191,15 @@ def tf32_split_pair_kernel(
                         pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
 
 
-def tf32_parts_pair(x, y):
-    """(tf32_parts(x), tf32_parts(y)) in one launch."""
+def tf32_parts_pair(x, y, pending=None):
+    """(tf32_parts(x), tf32_parts(y)) in one launch (queued on ``pending`` where one is given)."""
     x3, xhi, xlo = _split_buffers(x)
     y3, yhi, ylo = _split_buffers(y)
     (GX, RX, CX), (GY, RY, CY) = x3.shape, y3.shape
     tiles = GX * _cdiv(RX, 32) * _cdiv(CX, 32) + GY * _cdiv(RY, 32) * _cdiv(CY, 32)
-    tf32_split_pair_kernel[(tiles,)](x3, xhi, xlo, GX, RX, CX, *x3.stride(),
-                                     y3, yhi, ylo, RY, CY, *y3.stride(), BLOCK=32)
-    return _parts_views(x, xhi, xlo), _parts_views(y, yhi, ylo)
+    _launch(pending, tf32_split_pair_kernel, (tiles,),
+            (x3, xhi, xlo, GX, RX, CX, *x3.stride(), y3, yhi, ylo, RY, CY, *y3.stride()), BLOCK=32)
+    return (xhi, xlo), (yhi, ylo)
 '''
 
 TRANSPOSE_KERNEL = '''@triton.jit

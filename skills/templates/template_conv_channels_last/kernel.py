@@ -34,6 +34,24 @@ height = 32
 width = 32
 
 
+def _contiguous(shape):
+    """The strides of a contiguous tensor of ``shape`` (torch.empty(shape).stride() without the tensor)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _launch(pending, kernel, grid, args, **meta):
+    """kernel[grid](*args, **meta) now, or queued on ``pending`` (a list) for the caller to launch
+    later, back to back with its own kernels: nothing between them then waits on the host."""
+    if pending is None:
+        kernel[grid](*args, **meta)
+    else:
+        pending.append((kernel, grid, args, meta))
+
+
 def _cdiv(a, b):
     """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
     return -(-a // b)
@@ -164,26 +182,24 @@ def tf32_split_kernel(
 
 
 def _split_buffers(t):
-    """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
-    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
-    G, R, C = t3.shape
-    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    """t [..., R, C] as [G, R, C] and two empty fp32 tensors of t's shape for its parts, K-major:
+    their storage is [G, C, R], contiguous, as tf32_split_kernel writes it."""
+    R, C = t.shape[-2], t.shape[-1]
+    t3 = t if t.ndim == 3 else t.reshape(-1, R, C)
+    hi = torch.empty_strided(t.shape, (*_contiguous(t.shape[:-2] + (C, R))[:-2], 1, R),
+                             device=t.device, dtype=torch.float32)
     return t3, hi, torch.empty_like(hi)
 
 
-def _parts_views(t, hi, lo):
-    """hi and lo [G, C, R] as K-major views of t's shape [..., R, C]."""
-    lead, (R, C) = t.shape[:-2], t.shape[-2:]
-    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
-
-
-def tf32_parts(t):
-    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
-    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+def tf32_parts(t, pending=None):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, shaped as t [..., K, N] and
+    K-major (storage [..., N, K]); one pass, 12 bytes moved per element. With a list ``pending``
+    the pass is queued there for the caller to launch (``_launch``), not launched."""
     t3, hi, lo = _split_buffers(t)
     G, R, C = t3.shape
-    tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
-    return _parts_views(t, hi, lo)
+    _launch(pending, tf32_split_kernel, (_cdiv(R, 32), _cdiv(C, 32), G), (t3, hi, lo, R, C, *t3.stride()),
+            BLOCK=32)
+    return hi, lo
 
 
 @triton.jit

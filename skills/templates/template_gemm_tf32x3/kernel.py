@@ -52,6 +52,32 @@ def _broadcast(*shapes):
     return tuple(out)
 
 
+def _strides(t, domain):
+    """t's strides over domain, 0 along a broadcast dim: t.expand(domain).stride() without the view."""
+    pad = len(domain) - t.dim()
+    shape, stride = t.shape, t.stride()
+    return tuple(0 if d < pad or (shape[d - pad] == 1 and domain[d] != 1) else stride[d - pad]
+                 for d in range(len(domain)))
+
+
+def _contiguous(shape):
+    """The strides of a contiguous tensor of ``shape`` (torch.empty(shape).stride() without the tensor)."""
+    out, step = [], 1
+    for n in reversed(shape):
+        out.append(step)
+        step *= n
+    return out[::-1]
+
+
+def _launch(pending, kernel, grid, args, **meta):
+    """kernel[grid](*args, **meta) now, or queued on ``pending`` (a list) for the caller to launch
+    later, back to back with its own kernels: nothing between them then waits on the host."""
+    if pending is None:
+        kernel[grid](*args, **meta)
+    else:
+        pending.append((kernel, grid, args, meta))
+
+
 def _cdiv(a, b):
     """ceil(a / b) for ints: triton.cdiv without its constexpr wrapper."""
     return -(-a // b)
@@ -226,26 +252,24 @@ def tf32_split_kernel(
 
 
 def _split_buffers(t):
-    """t [..., R, C] as [G, R, C] and two empty [G, C, R] fp32 tensors for its parts."""
-    t3 = t.reshape(-1, t.shape[-2], t.shape[-1])
-    G, R, C = t3.shape
-    hi = torch.empty((G, C, R), device=t.device, dtype=torch.float32)
+    """t [..., R, C] as [G, R, C] and two empty fp32 tensors of t's shape for its parts, K-major:
+    their storage is [G, C, R], contiguous, as tf32_split_kernel writes it."""
+    R, C = t.shape[-2], t.shape[-1]
+    t3 = t if t.ndim == 3 else t.reshape(-1, R, C)
+    hi = torch.empty_strided(t.shape, (*_contiguous(t.shape[:-2] + (C, R))[:-2], 1, R),
+                             device=t.device, dtype=torch.float32)
     return t3, hi, torch.empty_like(hi)
 
 
-def _parts_views(t, hi, lo):
-    """hi and lo [G, C, R] as K-major views of t's shape [..., R, C]."""
-    lead, (R, C) = t.shape[:-2], t.shape[-2:]
-    return hi.reshape(*lead, C, R).transpose(-1, -2), lo.reshape(*lead, C, R).transpose(-1, -2)
-
-
-def tf32_parts(t):
-    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, as K-major views of t's shape
-    [..., K, N] (storage [..., N, K]); one pass, 12 bytes moved per element."""
+def tf32_parts(t, pending=None):
+    """(hi, lo), B = hi + lo to 2^-22 with each part exact in TF32, shaped as t [..., K, N] and
+    K-major (storage [..., N, K]); one pass, 12 bytes moved per element. With a list ``pending``
+    the pass is queued there for the caller to launch (``_launch``), not launched."""
     t3, hi, lo = _split_buffers(t)
     G, R, C = t3.shape
-    tf32_split_kernel[(_cdiv(R, 32), _cdiv(C, 32), G)](t3, hi, lo, R, C, *t3.stride(), BLOCK=32)
-    return _parts_views(t, hi, lo)
+    _launch(pending, tf32_split_kernel, (_cdiv(R, 32), _cdiv(C, 32), G), (t3, hi, lo, R, C, *t3.stride()),
+            BLOCK=32)
+    return hi, lo
 
 
 @triton.jit
@@ -270,15 +294,15 @@ def tf32_split_pair_kernel(
                         pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
 
 
-def tf32_parts_pair(x, y):
-    """(tf32_parts(x), tf32_parts(y)) in one launch."""
+def tf32_parts_pair(x, y, pending=None):
+    """(tf32_parts(x), tf32_parts(y)) in one launch (queued on ``pending`` where one is given)."""
     x3, xhi, xlo = _split_buffers(x)
     y3, yhi, ylo = _split_buffers(y)
     (GX, RX, CX), (GY, RY, CY) = x3.shape, y3.shape
     tiles = GX * _cdiv(RX, 32) * _cdiv(CX, 32) + GY * _cdiv(RY, 32) * _cdiv(CY, 32)
-    tf32_split_pair_kernel[(tiles,)](x3, xhi, xlo, GX, RX, CX, *x3.stride(),
-                                     y3, yhi, ylo, RY, CY, *y3.stride(), BLOCK=32)
-    return _parts_views(x, xhi, xlo), _parts_views(y, yhi, ylo)
+    _launch(pending, tf32_split_pair_kernel, (tiles,),
+            (x3, xhi, xlo, GX, RX, CX, *x3.stride(), y3, yhi, ylo, RY, CY, *y3.stride()), BLOCK=32)
+    return (xhi, xlo), (yhi, ylo)
 
 
 def tma_layout(a2, b2):
@@ -560,7 +584,8 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
     if a.shape[-1] != b.shape[-2]:
         raise ValueError(f"gemm_0_gemm: inner sizes differ, a is {tuple(a.shape)}, b is {tuple(b.shape)}")
     K, N = b.shape[-2], b.shape[-1]
-    out_shape = _broadcast(a.shape[:-2], b.shape[:-2]) + (a.shape[-2], N)
+    batch = _broadcast(a.shape[:-2], b.shape[:-2]) if a.ndim > 2 or b.ndim > 2 else ()
+    out_shape = batch + (a.shape[-2], N)
     extras = [e.unsqueeze(-1) if vec_b and e.ndim else e for e in (e0, )]
     extras = [e.expand(out_shape) for e in extras]
     cuda, fp32 = a.is_cuda, a.dtype == torch.float32
@@ -571,38 +596,33 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
     if split_b is None:                       # 3xTF32 on CUDA: B split into TF32 parts in one pass first
         split_b = cuda and True and N > 1
     split_b = bool(split_b) and precision == "tf32x3" and fp32
-    a_lo = b_lo = None
     if precision == "tf32x3":
         a = k_major(a, rows_are_k=False)
         b = b if split_b else k_major(b, rows_are_k=True)
     if b.ndim == 2 and a.ndim > 2:            # a matrix shared by every leading dim of a: one tall GEMM
-        a = a.reshape(-1, K)
+        a, batch = a.reshape(-1, K), ()
+    if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
+        a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
+        b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
+        batch = (a.shape[0],)
+    B0, B1 = (1,) * (2 - len(batch)) + batch
+    M = a.shape[-2]
+    # the split passes are queued and launched back to back with the GEMM, after all of this
+    # Python: the GPU then does not wait on the host between them
+    pending, a_lo, b_lo = [], None, None
     # A split too once it is one matrix (not a bmm's): its pass moves 12 bytes an element of A, less
     # than the K loop saves from N ~ 2,200 (H100, 2026-12-07: 1.84x -> 2.01x cuBLAS fp32 at 8192^3)
     if split_a is None:
         split_a = True and N >= 4096
     if split_b and split_a and a.ndim == 2:   # A's parts ([M, K], K-major) and B's in one launch
-        a_parts, (b, b_lo) = tf32_parts_pair(a.transpose(-1, -2), b)
-        a, a_lo = (t.transpose(-1, -2) for t in a_parts)
+        (a, a_lo), (b, b_lo) = tf32_parts_pair(a.t(), b, pending)
+        a, a_lo = a.t(), a_lo.t()
     elif split_b:
-        b, b_lo = tf32_parts(b)
-    M = a.shape[-2]
-    batch = _broadcast(a.shape[:-2], b.shape[:-2])
-    if len(batch) > 2:                        # more than two batch dims: flatten them (may copy)
-        a = a.expand(*batch, *a.shape[-2:]).reshape(-1, *a.shape[-2:])
-        b = b.expand(*batch, *b.shape[-2:]).reshape(-1, *b.shape[-2:])
-        b_lo = None if b_lo is None else b_lo.expand(*batch, *b_lo.shape[-2:]).reshape(-1, *b_lo.shape[-2:])
-        batch = (a.shape[0],)
-    batch = (1,) * (2 - len(batch)) + tuple(batch)
-    a4 = a.reshape(*((1,) * (4 - a.ndim)), *a.shape)   # leading size-1 dims: always a view
-    b4 = b.reshape(*((1,) * (4 - b.ndim)), *b.shape)
-    blo4 = b4 if b_lo is None else b_lo.reshape(*((1,) * (4 - b_lo.ndim)), *b_lo.shape)   # laid out as b4
-    alo4 = a4 if a_lo is None else a_lo.reshape(1, 1, *a_lo.shape)                       # laid out as a4
-    a_st = [0 if a4.shape[i] == 1 else a4.stride(i) for i in range(2)] + [a4.stride(2), a4.stride(3)]
-    b_st = [0 if b4.shape[i] == 1 else b4.stride(i) for i in range(2)] + [b4.stride(2), b4.stride(3)]
-    e4 = [e.reshape(*batch, M, N) for e in extras]
+        b, b_lo = tf32_parts(b, pending)
+    a_st = _strides(a, (B0, B1, M, K))        # 0 along a broadcast batch dim; the parts share their
+    b_st = _strides(b, (B0, B1, K, N))        # tensor's layout
+    e4 = [e.reshape(B0, B1, M, N) for e in extras]
     e_st = [s for e in e4 for s in e.stride()]
-    B0, B1 = batch
     rules = GEMM_TILES_16BIT if not fp32 else GEMM_TILES_BF16X6 if precision == "bf16x6" else GEMM_TILES
     rules = GEMM_TILES_TF32X3_SPLIT if split_b else rules   # B's two parts: BLOCK_K 32 (shared memory)
     BM, BN, BK, warps, stages = pick_tile(rules, cuda, M, N, K,
@@ -630,37 +650,41 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
         split_k = max(1, min(K // 4096, _cdiv(1056, B0 * B1 * _cdiv(M, 64))))
     out_full = out_shape[:-1] + ((1,) if False else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
-    full = out.reshape(B0, B1, M, out_full[-1])
-    c_st = list(full.stride())
+    c_st = _contiguous((B0, B1, M, out_full[-1]))
+    alo, blo = (a if a_lo is None else a_lo), (b if b_lo is None else b_lo)   # laid out as a and b
     if gemv or split_k > 1:
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
+    for kernel, grid, args, meta in pending:
+        kernel[grid](*args, **meta)
+    if gemv or split_k > 1:
         if gemv:
             GM, GK = (64, 128) if cuda else (16, 32)
             gemm_0_gemm_gemv_kernel[(_cdiv(M, GM), B0 * B1, split_k)](
-                a4, b4, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
+                a, b, ws, M, K, B1, *a_st, *b_st[:3], BLOCK_M=GM, BLOCK_K=GK, SPLIT_K=split_k)
         else:
             gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, split_k)](
-                a4, alo4, b4, blo4, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
+                a, alo, b, blo, ws, *e4[0:1], M, N, K, B1, *a_st, *b_st, 0, 0, 0, 0, *e_st,
                 BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=split_k,
                 PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE="", num_warps=warps,
                 num_stages=stages)
         SM, SN = (32, BN) if False else ((32, 32) if N > 1 else (128 if cuda else 16, 1))
         gemm_0_gemm_splitk_kernel[(_cdiv(M, SM) * _cdiv(N, SN), B0 * B1)](
-            ws, full, *e4[0:1], M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
-    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a4[0, 0], b4[0, 0])) is not None:
+            ws, out, *e4[0:1], M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
+    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_layout(a2 := a.reshape(M, K),
+                                                                     b2 := b.reshape(K, N))) is not None:
         # 16-bit, one product: the persistent kernel, its tiles fetched by the TMA engine
         from triton.tools.tensor_descriptor import TensorDescriptor
 
-        a_desc = TensorDescriptor.from_tensor(a4[0, 0], [BM, BK])
-        b_desc = TensorDescriptor.from_tensor(b4[0, 0].t() if b_nk else b4[0, 0], [BN, BK] if b_nk else [BK, BN])
+        a_desc = TensorDescriptor.from_tensor(a2, [BM, BK])
+        b_desc = TensorDescriptor.from_tensor(b2.t() if b_nk else b2, [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
         gemm_0_gemm_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
-            a_desc, b_desc, full, *e4[0:1], M, N, K, 0, 0, *c_st[2:], *e_st,
+            a_desc, b_desc, out, *e4[0:1], M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
     else:
         gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a4, alo4, b4, blo4, full, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a, alo, b, blo, out, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
             num_warps=warps, num_stages=stages)
