@@ -220,6 +220,43 @@ def test_16bit_products_take_the_tma_kernel_only_where_the_engine_can_fetch_them
     assert module.mm(a, w.t()).shape == (64, 48)
 
 
+@pytest.mark.parametrize("a_shape,b_shape,b_kmajor,want", [
+    ((256, 64), (128, 64), True, ("tma", True)),        # nn.Linear's [N, K] weight: B fetched K-major
+    ((1, 256, 64), (64, 128), False, ("tma", False)),   # a batch of one: a plain [M, K] product
+    ((2, 256, 64), (2, 64, 128), False, ("tiled", None)),   # a bmm: the tiled kernel
+])
+def test_the_tma_branch_fetches_the_operands_as_stored(a_shape, b_shape, b_kmajor, want):
+    """The CUDA-only branch, run here with ``cuda`` forced on and the kernels recorded: the
+    descriptors cover A [M, K] and B ([N, K] or [K, N]) as the tensors lie in memory."""
+    source = render_gemm(GemmSpec(name="mm")).source
+    assert "cuda, fp32 = a.is_cuda," in source
+    module = types.ModuleType("tma_branch")
+    exec(compile(source.replace("cuda, fp32 = a.is_cuda,", "cuda, fp32 = True,"), "<tma>", "exec"), module.__dict__)
+    launches = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def __getitem__(self, grid):
+            return lambda *args, **kwargs: launches.append((self.name, args, kwargs))
+
+    module.mm_kernel, module.mm_tma_kernel = Recorder("tiled"), Recorder("tma")
+    module.torch = types.SimpleNamespace(**{k: getattr(torch, k) for k in ("empty", "float32", "float16", "bfloat16")})
+    module.torch.cuda = types.SimpleNamespace(get_device_properties=lambda d: types.SimpleNamespace(
+        multi_processor_count=132))
+    a = torch.randn(a_shape, dtype=torch.bfloat16)
+    b = torch.randn(b_shape, dtype=torch.bfloat16)
+    out = module.mm(a, b.transpose(-1, -2) if b_kmajor else b)
+    assert out.shape == (a @ (b.transpose(-1, -2) if b_kmajor else b)).shape
+    (name, args, kwargs), = launches
+    assert (name, kwargs.get("B_NK")) == want
+    if name == "tma":
+        a_desc, b_desc = args[:2]
+        assert (tuple(a_desc.shape), tuple(a_desc.strides)) == ((256, 64), (64, 1))
+        assert (tuple(b_desc.shape), tuple(b_desc.strides)) == (((128, 64), (64, 1)) if b_kmajor else ((64, 128), (128, 1)))
+
+
 @pytest.mark.parametrize("a_shape,b_shape,tb", [
     ((37, 21), (21, 45), False),          # ragged tiles, B N-major
     ((37, 21), (45, 21), True),           # nn.Linear's weight, already K-major
