@@ -3,6 +3,7 @@ and every variant's draft against the task's own Model (float64) at the verifier
 from __future__ import annotations
 
 import os
+import re
 import types
 from pathlib import Path
 
@@ -115,6 +116,45 @@ def test_inference_batch_norm_is_a_per_channel_pass():
     assert "per_channel_hoisting" in draft.transformations
     assert "tl.rsqrt" in draft.source and "% n3" not in draft.source     # no per-element 4-D index math
     check(source, "bn")
+
+
+BN_BODY = ("self.register_buffer('m', torch.zeros(3))\nself.register_buffer('v', torch.ones(3))\n"
+           "self.w = nn.Parameter(torch.ones(3))\nself.b = nn.Parameter(torch.zeros(3))")
+
+
+def test_the_per_channel_launch_comes_from_the_configs_list():
+    """The block and warps are the module's CONFIGS[0]: the default, or the configuration the
+    search pinned (run here with the CUDA branch forced and the kernel's launches recorded)."""
+    from kernelrag.memory.tuning import pinned_source, source_configs
+
+    draft = lower(small_task("torch.relu(F.batch_norm(x, self.m, self.v, self.w, self.b))", BN_BODY,
+                             "torch.randn(2, 3, 64, 128)"), "bn_configs")
+    configs = source_configs(draft.source)
+    assert configs[0] == {"BLOCK": 4096, "num_warps": 8} and len(configs) > 1
+    x = torch.randn(2, 3, 64, 128)
+    for source, want in ((draft.source, (4096, 8)), (pinned_source(draft.source, configs[1]), (1024, 4))):
+        module = module_of(re.sub(r"\b\w+\.is_cuda\b", "True", source), "bn_pinned")
+        launches = []
+        module.channelwise_0_kernel = type("Recorder", (), {"__getitem__": lambda self, grid: (   # launches noted
+            lambda *args, **kw: launches.append((grid, kw["BLOCK"], kw["num_warps"])))})()
+        module.ModelNew()(x)
+        (grid, block, warps), = launches
+        assert (block, warps) == want and grid == (2 * 3 * 64 * 128 // block,)
+
+
+def test_a_row_wise_regions_configs_list_is_kept_beside_a_per_channel_one():
+    """A module holds one CONFIGS list. A row-wise region's launcher needs its own, so where a
+    per-channel region comes first the row-wise list is kept and the per-channel launcher takes
+    its table's first row; the draft matches the task."""
+    source = small_task("torch.softmax(torch.relu(F.batch_norm(x, self.m, self.v, self.w, self.b)) @ self.p, -1)",
+                        BN_BODY + "\nself.p = nn.Parameter(torch.randn(16, 8192) * 0.1)",
+                        "torch.randn(2, 3, 4, 16)")
+    assert [r.template.name for r in regions(source)] == ["channelwise", "gemm", "rowwise"]
+    variants = next(v for v in variant_choices(source) if "looped" in v)
+    draft = lower(source, "bn_rows", variants)
+    assert draft.source.count("CONFIGS = [") == 1 and '"BLOCK_R"' in draft.source
+    assert "yields to another region" not in draft.source
+    check(source, "bn_rows", variants, shrunk=False)
 
 
 @pytest.mark.parametrize("shape", ["2, 6, 5, 7", "3, 6, 11", "2, 6, 3, 2, 5"])

@@ -14,7 +14,7 @@ from kernelrag.draft.lower.host import used_helpers
 from kernelrag.draft.lower.values import Unsupported
 from kernelrag.draft.lower.ir import Graph
 from kernelrag.draft.lower.partition import ViewStep
-from kernelrag.draft.lower.protocol import Emitted
+from kernelrag.draft.lower.protocol import YIELDING_CONFIGS, Emitted
 
 
 _HEADER_NAMES = {"torch", "nn", "triton", "tl"}    # imported by every emitted module's header
@@ -97,12 +97,14 @@ def render(task_source: str, graph: Graph, steps: list, emitted: list[Emitted], 
     if consts:
         parts.append("\n".join(consts) + "\n")
     parts += used_helpers([e.launcher for e in emitted] + [k for e in emitted for k in e.kernels])
+    # one module-level CONFIGS list: the first region's that does not yield to another's, else the first
+    lists = [k for e in emitted for k in e.kernels if "\nCONFIGS = [" in "\n" + k]
+    kept = next((k for k in lists if not k.startswith(YIELDING_CONFIGS)), lists[0] if lists else None)
     seen: set[str] = set()
     for e in emitted:
         for k in e.kernels:
-            configs = "\nCONFIGS = [" in "\n" + k     # one module-level list: the first region's
-            if k not in seen and not (configs and "CONFIGS" in seen):
-                seen.update({k, "CONFIGS"} if configs else {k})
+            if k not in seen and (k == kept or k not in lists):
+                seen.add(k)
                 parts.append(k)
         parts.append(e.launcher)
     parts.append("class ModelNew(nn.Module):\n" + init_text + "\n    def forward(self, "

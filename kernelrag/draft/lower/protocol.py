@@ -56,6 +56,13 @@ class Region:
         return f"{self.template.name}: {' > '.join(seen)}"
 
 
+# The first line of a module-level ``CONFIGS`` text that gives way: a module holds one ``CONFIGS``
+# list, and ``emit`` keeps the first region's that does not start with this line (a row-wise
+# region's, whose launcher needs its own), else the first. A launcher whose list this is reads
+# the module's list only when its keys are its own.
+YIELDING_CONFIGS = "# CONFIGS: yields to another region's list in the same module"
+
+
 @dataclass
 class Emitted:
     kernels: list[str]            # @triton.jit source texts (helpers first) and module-level tables, written once

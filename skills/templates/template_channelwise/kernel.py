@@ -64,6 +64,18 @@ def _pow2(n):
     return 1 << (n - 1).bit_length() if n > 0 else 0
 
 
+# CONFIGS: yields to another region's list in the same module
+# The channelwise kernel launches CONFIGS[0]; on a GPU the configuration search
+# verifies the others and pins the fastest.
+CONFIGS = [
+    triton.Config({"BLOCK": 4096}, num_warps=8),
+    triton.Config({"BLOCK": 1024}, num_warps=4),
+    triton.Config({"BLOCK": 2048}, num_warps=4),
+    triton.Config({"BLOCK": 2048}, num_warps=8),
+    triton.Config({"BLOCK": 8192}, num_warps=16),
+]
+
+
 @triton.jit
 def channelwise_0_kernel(
     in0_ptr,                # operand 0 (input), a plane per (n, c)
@@ -113,11 +125,14 @@ def channelwise_0(a0, a1, a2, a3, a4):
         HW *= s
     a0 = a0.flatten(2)
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
-    BLOCK = min(_pow2(max(HW, 1)), 4096 if a0.is_cuda else 1024)
+    own = "BLOCK" in CONFIGS[0].kwargs      # else the list is a row-wise region's: the table's first row
+    block, warps = (CONFIGS[0].kwargs["BLOCK"], CONFIGS[0].num_warps) if own else (4096, 8)
+    cap = block if a0.is_cuda else 1024
+    BLOCK = min(_pow2(max(HW, 1)), cap)   # a short plane: one block of it, on 4 warps
     if Nb * Cc * HW > 0:
         channelwise_0_kernel[(Nb * Cc * _cdiv(HW, BLOCK),)](
             a0, a1, a2, a3, a4, out0, Cc, HW, *a0.stride(), *_strides(a1, domain)[:2], *_strides(a2, domain)[:2], *_strides(a3, domain)[:2], *_strides(a4, domain)[:2],
-            BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)
+            BLOCK=BLOCK, num_warps=warps if BLOCK == cap and a0.is_cuda else 4)
     return out0,
 
 

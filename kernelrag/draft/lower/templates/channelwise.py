@@ -18,13 +18,33 @@ operand is per channel, the domain has a channel dim and a spatial extent (rank 
 and only full planes leave the region. Otherwise the elementwise template takes the
 run. Its family is ``elementwise``, so a reduction over the domain still adopts it as
 a prologue (``rowwise``).
+
+Launch. The block of a plane a program streams, and its warps, come from the module's
+``CONFIGS`` (``CHANNELWISE_CONFIGS``, the first launched): on a GPU the configuration
+search verifies the others, pins the fastest and records each as graph evidence. A module
+holds one ``CONFIGS`` list; where a row-wise region brings its own, that one is kept
+(``protocol.YIELDING_CONFIGS``) and this launcher takes its first row of the table.
 """
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, node_expr
 from kernelrag.draft.lower.ir import FLOAT, Graph, Node
-from kernelrag.draft.lower.protocol import Emitted, Region, register
+from kernelrag.draft.lower.protocol import YIELDING_CONFIGS, Emitted, Region, register
 from kernelrag.draft.lower.templates import common as C
+
+# (plane elements a program, warps), the first launched. 4096 at 8 warps, the only choice until
+# 2026-12-07: batch_norm_eval_relu at 93% of the copy ceiling on an H100 (1.14x torch.compile,
+# bench/results/h100-2026-12-07-s7.json), 75% on an H200 where torch.compile reached 87%
+# (h200-2026-12-07-s7.json). The others are for the search to time: 1024 at 4 warps is what
+# the elementwise template launches, whose drafts reached 91-99% of the H200's ceiling that day.
+CHANNELWISE_CONFIGS = ((4096, 8), (1024, 4), (2048, 4), (2048, 8), (8192, 16))
+
+
+def configs_source() -> str:
+    """The module-level ``CONFIGS`` list of a channelwise draft."""
+    rows = "".join(f"    triton.Config({{\"BLOCK\": {b}}}, num_warps={w}),\n" for b, w in CHANNELWISE_CONFIGS)
+    return (f"{YIELDING_CONFIGS}\n# The channelwise kernel launches CONFIGS[0]; on a GPU the configuration search\n"
+            "# verifies the others and pins the fastest.\nCONFIGS = [\n" + rows + "]\n")
 
 
 def per_channel(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
@@ -152,16 +172,19 @@ class ChannelwiseTemplate:
                 strides.append(f"*_strides({p}, domain)[:2]")
         out_names = [f"out{k}" for k in range(len(outs))]
         lines += [f"    out{k} = torch.empty(domain, dtype={ref}.dtype, device={ref}.device)" for k in range(len(outs))]
-        lines += ["    BLOCK = min(_pow2(max(HW, 1)), 4096 if a0.is_cuda else 1024)",
+        lines += ["    own = \"BLOCK\" in CONFIGS[0].kwargs      # else the list is a row-wise region's: the table's first row",
+                  f"    block, warps = (CONFIGS[0].kwargs[\"BLOCK\"], CONFIGS[0].num_warps) if own else {CHANNELWISE_CONFIGS[0]!r}",
+                  "    cap = block if a0.is_cuda else 1024",
+                  "    BLOCK = min(_pow2(max(HW, 1)), cap)   # a short plane: one block of it, on 4 warps",
                   "    if Nb * Cc * HW > 0:",
                   f"        {kname}[(Nb * Cc * _cdiv(HW, BLOCK),)](",
                   f"            {', '.join(params + out_names)}, Cc, HW, {', '.join(strides)},",
-                  "            BLOCK=BLOCK, num_warps=8 if BLOCK >= 4096 else 4)",
+                  "            BLOCK=BLOCK, num_warps=warps if BLOCK == cap and a0.is_cuda else 4)",
                   f"    return {', '.join(out_names)}{',' if len(outs) == 1 else ''}"]
         doc = (f"{region.describe(graph)}: per (n, c) plane, {sum(plane)} plane read(s) and {len(outs)} write(s) "
                f"per element, {len(loads) - sum(plane)} per-channel operand(s) loaded once per program and the "
                "values computed from them alone hoisted out of the per-element work: memory-bound at copy rate.")
-        return Emitted([kernel], "\n".join(lines) + "\n", name,
+        return Emitted([configs_source(), kernel], "\n".join(lines) + "\n", name,
                        ["per_channel_hoisting", "vectorized_loads", "elementwise_fusion", "fp32_accumulation"], doc)
 
 
