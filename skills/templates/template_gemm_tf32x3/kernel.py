@@ -273,6 +273,15 @@ def tf32_parts(t, pending=None):
 
 
 @triton.jit
+def tf32_split_flat(x_ptr, hi_ptr, lo_ptr, R, C, s_xg, s_xr, s_xc, t, BLOCK: tl.constexpr):
+    """tf32_split_tile of the t-th BLOCK x BLOCK tile of x [G, R, C], tiles counted matrix by
+    matrix, row-major within one."""
+    cols = tl.cdiv(C, BLOCK)
+    per = tl.cdiv(R, BLOCK) * cols
+    tf32_split_tile(x_ptr, hi_ptr, lo_ptr, R, C, s_xg, s_xr, s_xc, t // per, t % per // cols, t % cols, BLOCK)
+
+
+@triton.jit
 def tf32_split_pair_kernel(
     x_ptr, xhi_ptr, xlo_ptr, GX, RX, CX, s_xg, s_xr, s_xc,  # the first tensor, as tf32_split_kernel's
     y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,  # the second (its matrix count is the grid's rest)
@@ -281,17 +290,11 @@ def tf32_split_pair_kernel(
     """tf32_split_kernel over two tensors in one launch (a launch costs the host tens of
     microseconds): the first programs take x's tiles, the rest y's."""
     pid = tl.program_id(0)
-    per_x = tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
-    if pid < GX * per_x:
-        t = pid % per_x
-        tf32_split_tile(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc,
-                        pid // per_x, t // tl.cdiv(CX, BLOCK), t % tl.cdiv(CX, BLOCK), BLOCK)
+    x_tiles = GX * tl.cdiv(RX, BLOCK) * tl.cdiv(CX, BLOCK)
+    if pid < x_tiles:
+        tf32_split_flat(x_ptr, xhi_ptr, xlo_ptr, RX, CX, s_xg, s_xr, s_xc, pid, BLOCK)
     else:
-        pid -= GX * per_x
-        per_y = tl.cdiv(RY, BLOCK) * tl.cdiv(CY, BLOCK)
-        t = pid % per_y
-        tf32_split_tile(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc,
-                        pid // per_y, t // tl.cdiv(CY, BLOCK), t % tl.cdiv(CY, BLOCK), BLOCK)
+        tf32_split_flat(y_ptr, yhi_ptr, ylo_ptr, RY, CY, s_yg, s_yr, s_yc, pid - x_tiles, BLOCK)
 
 
 def tf32_parts_pair(x, y, pending=None):
