@@ -109,6 +109,37 @@ def coop_norm(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, eps, N: tl.constexp
 
 
 @triton.jit
+def piped_norm(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, eps, N: tl.constexpr, RMS: tl.constexpr, ACT: tl.constexpr,
+               STAGES: tl.constexpr):
+    """Layer/RMS norm over rows of N (a power of two) with a weight (and bias) per column, on a
+    persistent grid: each program takes every grid-th row. The weight and bias are loaded once
+    into registers; with STAGES > 1 Triton's software pipeliner turns the row's load into
+    ``cp.async`` copies into shared memory, STAGES - 1 rows ahead, so the next rows stream in
+    while this one is reduced and written (compiled for sm_90 on a CPU: no ``ld.global`` left for
+    x, 64 KB of shared memory a stage at 16384 fp32). ACT as ``coop_norm``."""
+    pid = tl.program_id(0)
+    cols = tl.arange(0, N)
+    w = tl.load(w_ptr + cols)
+    if not RMS:
+        b = tl.load(b_ptr + cols)
+    for row in tl.range(pid, n_rows, tl.num_programs(0), num_stages=STAGES):
+        base = tl.cast(row, tl.int64) * N
+        x = tl.load(x_ptr + base + cols).to(tl.float32)
+        if RMS:
+            y = x * tl.rsqrt(tl.sum(x * x, 0) / N + eps) * w
+        else:
+            d = x - tl.sum(x, 0) / N
+            y = d * tl.rsqrt(tl.sum(d * d, 0) / N + eps) * w + b
+        if ACT == 1:
+            y = y / (1.0 + tl.exp(-y))
+        if ACT == 2:
+            y = tl.maximum(y, 0.0)
+        if ACT == 3:
+            y = tl.maximum(y, 0.0) + x
+        tl.store(y_ptr + base + cols, y)
+
+
+@triton.jit
 def skinny_dot(a_ptr, b_ptr, c_ptr, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr, BM: tl.constexpr,
                BN: tl.constexpr, GROUP: tl.constexpr, FMA: tl.constexpr, STREAM: tl.constexpr):
     pid = tl.program_id(0)

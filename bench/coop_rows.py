@@ -23,6 +23,9 @@ ROWS = ("log_softmax", "scaled_softmax", "softmax", "layer_norm", "rms_norm", "r
         "layer_norm_relu_residual", "group_norm", "group_norm_silu", "instance_norm_relu")
 DEFAULT = ("matmul_tall_skinny",) + ROWS
 CHUNK_WARPS = ((2048, 4), (4096, 4), (4096, 8), (8192, 8), (8192, 16), (16384, 16))
+# (stages, warps) of the persistent pipelined norm: 1 stage holds the row in registers, no copy
+# ahead; 2 and 3 keep one and two rows in flight in shared memory (64 KB each at 16384 fp32)
+PIPED = ((1, 16), (1, 32), (2, 16), (2, 32), (3, 32))
 SKINNY = [(bm, bn, w, fma, stream) for bm, bn, w in ((64, 256, 4), (128, 128, 4), (128, 128, 8), (128, 256, 8),
                                                       (256, 128, 8), (64, 128, 4), (32, 256, 4))
           for fma in (0, 1) for stream in (0, 1)]
@@ -53,6 +56,8 @@ def _row_spec(name: str, ref, x):
 def _row_launchers(name: str, ref, x):
     import torch
 
+    from bench import coop_kernels as K
+
     kernel, consts, params = _row_spec(name, ref, x)
     per_column = consts.get("PER_COLUMN", True)       # softmax and layer/RMS norm: rows along the last dim
     rows = x.numel() // x.shape[-1] if per_column else x.shape[0] * consts["GROUPS"]
@@ -72,6 +77,15 @@ def _row_launchers(name: str, ref, x):
                                            PHASE=phase, num_warps=warps, **consts)
             return y
         launchers[f"coop:CHUNK={chunk},num_warps={warps}"] = run
+    if per_column and kernel is not K.coop_softmax and n & (n - 1) == 0:
+        programs = torch.cuda.get_device_properties(x.device).multi_processor_count if x.is_cuda else 4
+        for stages, warps in PIPED:
+            def piped(phases=False, stages=stages, warps=warps):
+                y = torch.empty_like(x)
+                K.piped_norm[(min(programs, rows),)](x, *params, y, rows, consts["eps"], N=n, RMS=consts["RMS"],
+                                                     ACT=consts["ACT"], STAGES=stages, num_warps=warps)
+                return y
+            launchers[f"piped:STAGES={stages},num_warps={warps}"] = piped
     return launchers
 
 
