@@ -17,8 +17,8 @@ from kernelrag.task import load_task
 from test_lower import assert_close, task
 
 SUITE = Path(__file__).parents[1] / "bench" / "tasks"
-# (4, 300, 40): 4 column tiles, fewer than 264, so the launcher splits the 300 reduced positions;
-# (264, 5, 16): 264 tiles of 16 columns, one stage
+# (4, 300, 40): 4 column tiles, fewer than MIN_TILES, so the launcher splits the 300 reduced positions;
+# (264, 5, 16): 264 tiles of 16 columns whose 5 reduced positions are under one chunk: one stage
 SPLIT, SINGLE = "torch.randn(4, 300, 40)", "torch.randn(264, 5, 16)"
 STAGES = {SPLIT: ["rowwise_0_partial_kernel", "rowwise_0_combine_kernel"], SINGLE: ["rowwise_0_kernel"]}
 # few distinct values (ties everywhere), NaNs in some columns, one column of -inf only
@@ -106,6 +106,30 @@ def test_no_row_variant_is_offered_where_the_column_rule_holds(name):
     assert combos and all(combo[0] == "column" for combo in combos), combos
     assert variant_choices(task("x.sum(dim=1)", inputs="torch.randn(64, 300, 8)"))[1:], \
         "an innermost dim of 8 is below the column rule: the row variants stay"
+
+
+@pytest.mark.parametrize("outer, split", [(2048, 4), (4224, 1)])
+def test_a_few_thousand_tiles_split_so_the_last_wave_is_small(outer, split):
+    """argmax_dim's 2048 tiles of 4096 reduced rows ran at three resident programs an SM in 5.2
+    waves, the last 17% full: under MIN_TILES tiles the reduced range splits into chunks of at
+    least four tiles. The launches are recorded, not run (the inputs are never read)."""
+    from cuda_compile import record
+
+    from kernelrag.draft.lower.templates.rowwise_column import MIN_TILES
+
+    assert MIN_TILES == 4224
+    d = lower(task("torch.argmax(x, dim=1)", inputs="torch.randn(4, 512, 128)"), "t")
+    assert d.ok and "[column]" in d.reason, d.reason
+    cand = load_task(d.source, "t_cand")
+    seen = record(cand, execute=False)
+    cand.ModelNew()(torch.empty(outer, 512, 128))      # one 128-column tile a row of the outer dim
+    kernels = [launch["kernel"] for launch in seen]
+    if split == 1:
+        assert kernels == ["rowwise_0_kernel"], kernels
+    else:
+        assert kernels == ["rowwise_0_partial_kernel", "rowwise_0_combine_kernel"], kernels
+        n_red, chunk = seen[0]["args"][2], seen[0]["args"][-1]
+        assert (n_red, -(-n_red // chunk), chunk % seen[0]["kwargs"]["BLOCK_R"]) == (512, split, 0)
 
 
 def test_the_innermost_dim_reduced_keeps_the_row_kernel():

@@ -255,7 +255,7 @@ def rowwise_0(a0):
     block_r = max(1, min(_pow2(max(n_red, 1)), 4096 // block_k))
     n_kblk = _cdiv(n_inner, block_k)
     n_tiles = n_outer * n_kblk
-    n_split = 1 if n_tiles >= 264 else min(_cdiv(n_red, block_r), _cdiv(1056, max(n_tiles, 1)))
+    n_split = 1 if n_tiles >= 4224 else min(_cdiv(n_red, 4 * block_r), _cdiv(8448, max(n_tiles, 1)), 1024)
     chunk = _cdiv(_cdiv(n_red, max(n_split, 1)), block_r) * block_r
     n_split = _cdiv(n_red, chunk) if n_red > 0 else 1
     if n_cols == 0 or n_red == 0:   # nothing to launch (as the row kernel launches nothing)

@@ -16,7 +16,8 @@ order, so a strict comparison keeps its first; across lanes the smallest index a
 those holding the extreme wins.
 
 Few column tiles (a sum over dims (0, 1) keeping a short last dim) would leave most of
-the 132 SMs idle: the launcher then splits the reduced range into chunks (grid
+the 132 SMs idle, and a few thousand would run their last wave part-empty (``MIN_TILES``):
+the launcher then splits the reduced range into chunks (grid
 ``(tiles, n_split)``), stage 1 writes one partial per chunk and column (value, and index
 for an arg reduction), and a combine kernel reduces the partials down the same column
 tiles and applies the epilogue. Only one level of reductions qualifies (no reduction of
@@ -35,8 +36,16 @@ COLUMN_FNS = ("sum", "mean", "max", "min", "prod", "argmax", "argmin")
 # fewer contiguous elements than this (64 bytes of fp32) fill under half a cache line per row
 # of the tile: the row kernel's lanes along the reduced dim do as well
 MIN_INNER = 16
-# 132 SMs, two tiles each: fewer column tiles than this split the reduced range
-MIN_TILES = 264
+# Fewer column tiles than this split the reduced range, so that the programs come in enough
+# waves for the last, partly filled one to cost little: 132 SMs, 32 tiles each. An argmax tile
+# (values and indices, 32 of each a thread) took 132 registers on sm_90 (ptxas), three resident
+# programs an SM: argmax over dim 1 of (64, 4096, 4096) ran its 2048 tiles in 5.2 waves, the
+# last 17% full, at 87% of the H200's read ceiling where torch.compile's kernel reached 91%
+# (h200-2026-12-07-s7.json). Split, the programs come at least twice this many (the partials
+# add 8 bytes a column a chunk, under 1% of the read at chunks of 4 tiles or more).
+MIN_TILES = 4224
+MIN_CHUNK_TILES = 4     # reduced rows a chunk, in tiles of BLOCK_R
+MAX_SPLIT = 1024        # partials a column the combine kernel walks
 TILE = 4096      # elements per [BLOCK_R, BLOCK_K] tile: 32 per thread at 4 warps
 # one warp's 16-byte loads across 128 fp32 columns: four whole lines per row of the tile; wider
 # tiles coalesce no better and make fewer programs (argmax over dim 1 of (64, 4096, 4096): 2048
@@ -310,7 +319,8 @@ def _launcher(col: _Column, region: Region, name: str) -> str:
               f"    block_r = max(1, min(_pow2(max(n_red, 1)), {TILE} // block_k))",
               "    n_kblk = _cdiv(n_inner, block_k)",
               "    n_tiles = n_outer * n_kblk",
-              f"    n_split = 1 if n_tiles >= {MIN_TILES} else min(_cdiv(n_red, block_r), _cdiv({4 * MIN_TILES}, max(n_tiles, 1)))",
+              f"    n_split = 1 if n_tiles >= {MIN_TILES} else min(_cdiv(n_red, {MIN_CHUNK_TILES} * block_r), "
+              f"_cdiv({2 * MIN_TILES}, max(n_tiles, 1)), {MAX_SPLIT})",
               "    chunk = _cdiv(_cdiv(n_red, max(n_split, 1)), block_r) * block_r",
               "    n_split = _cdiv(n_red, chunk) if n_red > 0 else 1"]
     common = C.call_values(g, w.loads, params) + ["*domain"] + [f"*_strides({p}, domain)" for p in tensors]
