@@ -31,7 +31,7 @@ from kernelrag.draft.lower.ir import Graph, Node
 # by it, the templates name it in a kernel's transformations and ``rank`` reads it back.
 VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_over_store",
                           "split": "two_pass_reduction", "column": "tiling", "chunked": "chunked_rows",
-                          "three_pass": "separate_passes_l2", "coop": "cooperative_rows",
+                          "three_pass": "separate_passes_l2", "coop": "cooperative_rows", "piped": "pipelined_rows",
                           "block1024": "elementwise_fusion",
                           "direct": "direct_convolution", "ieee": "ieee_fp32_dot",
                           "per_channel": "per_channel_hoisting"}

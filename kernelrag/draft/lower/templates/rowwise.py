@@ -38,7 +38,10 @@ sum and output each a pass, the earlier ones loading ``evict_last`` and the last
 L2 where the two-pass online kernel's did not; offered where rows loop at the traced size and
 a reduction rides another's pass) and ``coop`` (rows of 32768 or more, and few long rows: a
 row's chunks held in registers on consecutive programs of one launch, meeting at the row's
-counter, so the row is read once, see ``rowwise_coop``; the default there). ``dominated``
+counter, so the row is read once, see ``rowwise_coop``; the default there) and ``piped``
+(many rows of 8192 to 16384 elements held in registers: one program an SM loops over rows,
+the next ones copied ahead into shared memory by Triton's pipeliner, see ``rowwise_piped``;
+the default there). ``dominated``
 leaves out of a generate run's rounds the variants that cannot win at the traced size.
 """
 from __future__ import annotations
@@ -52,6 +55,7 @@ from kernelrag.draft.lower.templates.rowwise_column import column_unavailable, e
 from kernelrag.draft.lower.templates.rowwise_coop import coop_unavailable, emit_coop, is_coop_worthwhile
 from kernelrag.draft.lower.templates.rowwise_emit import _Writer, emit_rowwise
 from kernelrag.draft.lower.templates.rowwise_passes import cone, plan_passes
+from kernelrag.draft.lower.templates.rowwise_piped import emit_piped, is_piped_worthwhile, piped_unavailable
 from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, row_limit
 from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_split_region, few_long_rows_code,
                                                              is_split_worthwhile, split_unavailable)
@@ -59,7 +63,7 @@ from kernelrag.draft.lower.templates.rowwise_split import (emit_split, emit_spli
 class RowwiseTemplate:
     name = "rowwise"
     family = "reduction"
-    variants = ("registers", "looped", "split", "column", "chunked", "three_pass", "coop")
+    variants = ("registers", "looped", "split", "column", "chunked", "three_pass", "coop", "piped")
 
     # ------------------------------------------------------------------ placement
     def opens(self, graph: Graph, node: Node) -> bool:
@@ -176,6 +180,8 @@ class RowwiseTemplate:
             return chunked_unavailable(graph, region)
         if variant == "coop":
             return coop_unavailable(graph, region)
+        if variant == "piped":
+            return piped_unavailable(self, graph, region)
         return None
 
     def dominated(self, graph: Graph, region: Region, variant: str) -> str | None:
@@ -191,6 +197,8 @@ class RowwiseTemplate:
             return "rows short enough to hold in registers are read once"
         if variant == "coop" and not is_coop_worthwhile(region):
             return "rows short enough for one program each are read once by it"
+        if variant == "piped" and not is_piped_worthwhile(region):
+            return "few or short rows: a program a row keeps enough rows in flight"
         if variant in ("registers", "looped", "three_pass") and self._chunks(graph, region) \
                 and loops_at_traced_size(self, graph, region):
             # one looped program per row in two waves or fewer: group_norm's 512 rows of 2 MB ran at
@@ -215,6 +223,8 @@ class RowwiseTemplate:
             return "coop"
         if self._chunks(graph, region) and loops_at_traced_size(self, graph, region):
             return "chunked"
+        if self.unavailable(graph, region, "piped") is None and is_piped_worthwhile(region):
+            return "piped"
         return self.variants[0]
 
     def _chunks(self, graph: Graph, region: Region) -> bool:
@@ -242,6 +252,8 @@ class RowwiseTemplate:
             return emit_coop(self, graph, region, name)
         if variant == "column":
             return emit_column(self, graph, region, name)
+        if variant == "piped":
+            return emit_piped(self, graph, region, name)
         if split_unavailable(graph, region) is not None:
             return emit_rowwise(self, graph, region, variant, name)
         split_kernels, split_launcher = emit_split(_Writer(self, graph, region, "split"), f"{name}_split")
