@@ -113,3 +113,19 @@ def test_the_row_loads_leave_ld_global_on_sm90(tmp_path):
     assert p["shared_bytes"] >= 2 * 16384 * 4 and h["shared_bytes"] < 16384
     assert (p["ld_global"], h["ld_global"]) == (8, 12), (p, h)
     assert p["spill_bytes"] == 0 and p["registers"] <= 64, p
+
+
+def test_an_operand_the_same_for_every_row_is_checked_at_run_time():
+    """The weight is loaded once for every row; handed one that varies over the rows, the
+    launcher refuses rather than normalize every row with the first row's weight."""
+    from kernelrag.task import load_task
+
+    src = task("x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6) * w", args="x, w",
+               inputs="torch.randn(batch_size, dim), torch.randn(dim)", dims=RAGGED)
+    d = lower(src, "guard", ("piped",))
+    assert d.ok, d.reason
+    cand = load_task(d.source, "guard_cand")
+    x = torch.randn(37, 300)
+    assert_close(cand.ModelNew()(x, torch.ones(300)), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
+    with pytest.raises(ValueError, match="varies over the rows"):
+        cand.ModelNew()(x, torch.randn(37, 300))

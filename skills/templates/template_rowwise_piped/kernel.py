@@ -127,6 +127,12 @@ def rowwise_0(a0, a1, a2):
     n_red = domain[1]
     if n_red > 16384:
         raise ValueError(f"rows of {n_red} elements exceed 16384: this kernel holds each row in registers; lower the task at this size for the looped variant")
+    if any(_strides(a1, domain)[d] and domain[d] > 1 for d in (0,)):
+        raise ValueError("a1 varies over the rows: this kernel loads it once for every row; "
+                         "lower the task at this size")
+    if any(_strides(a2, domain)[d] and domain[d] > 1 for d in (0,)):
+        raise ValueError("a2 varies over the rows: this kernel loads it once for every row; "
+                         "lower the task at this size")
     out0 = torch.empty(domain, dtype=a0.dtype, device=a0.device)
     own = "STAGES" in CONFIGS[0].kwargs      # else the list is another region's: the table's first row
     stages, warps = (CONFIGS[0].kwargs["STAGES"], CONFIGS[0].num_warps) if own else (3, 32)

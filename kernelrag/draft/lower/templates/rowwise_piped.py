@@ -57,11 +57,12 @@ def configs_source() -> str:
 class _Piped:
     def __init__(self, w: _Writer, name: str):
         self.w, self.g, self.name = w, w.g, name
-        kept = set(w.kept)
+        dom = w.r.domain
         lane = [nid for nid in w.loads if w.load_frame[nid] == C.LANE]
-        # constant over the rows: size 1 in every kept dim (broadcast), so loaded once before the loop
-        self.hoisted = [nid for nid in lane
-                        if all(n == 1 for d, n in enumerate(C.aligned(self.g[nid].shape, w.rank)) if d in kept)]
+        # constant over the rows: broadcast over every kept dim (size 1 where the domain's is not),
+        # so loaded once before the loop; the launcher checks the strides at run time
+        self.hoisted = [nid for nid in lane if any(dom[d] > 1 for d in w.kept) and all(
+            C.aligned(self.g[nid].shape, w.rank)[d] == 1 for d in w.kept)]
         self.streamed = [nid for nid in lane if nid not in self.hoisted]
 
     def kernel(self) -> str:
@@ -115,6 +116,11 @@ class _Piped:
                   f"    if n_red > {limit}:",
                   f"        raise ValueError(f\"rows of {{n_red}} elements exceed {limit}: this kernel holds each row in "
                   "registers; lower the task at this size for the looped variant\")"]
+        for nid in self.hoisted:
+            p = params[w.loads.index(nid)]
+            lines += [f"    if any(_strides({p}, domain)[d] and domain[d] > 1 for d in {tuple(w.kept)!r}):",
+                      f"        raise ValueError(\"{p} varies over the rows: this kernel loads it once for every row; \"",
+                      "                         \"lower the task at this size\")"]
         allocs, outs, strides = w.output_allocs(ref, dev)
         lines += allocs
         row_bytes = " + ".join(f"{params[w.loads.index(n)]}.element_size()" for n in self.streamed) or "0"
