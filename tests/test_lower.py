@@ -183,7 +183,7 @@ def test_offline_plan_tries_lowering_after_codegen():
     kinds = [p.kind for p in plans]
     assert kinds[:2] == ["codegen", "lowering"], kinds
     d = drafter.draft(src, op_pattern(src), device="cpu")
-    assert d.ok and d.method == "lowering:registers", d.reason
+    assert d.ok and d.method == "lowering:piped", d.reason   # many rows of 16384: the pipelined rows
     d2 = drafter.draft(src, op_pattern(src), device="cpu", exclude={p.key for p in plans if p.kind != "skill"})
     assert not d2.ok
 
