@@ -382,9 +382,9 @@ def test_an_out_of_tolerance_candidate_hands_the_next_round_a_more_accurate_dot_
 
 
 def test_a_composed_long_row_kernel_goes_through_the_configuration_search_on_a_gpu(kernelrag_home):
-    """Layer norm over rows of 16384: after the seed skill and the row held in registers, the
-    looped passes, which list their launch configurations; on a GPU (a stand-in verifier, times
-    made up here) the loop verifies the top ones and keeps the fastest, pinned, as its last round."""
+    """Layer norm over 32768 rows of 16384: after the seed skill, the pipelined rows, which list
+    their launch configurations (stages and warps); on a GPU (a stand-in verifier, times made up
+    here) the loop verifies the top ones and keeps the fastest, pinned, as its last round."""
     from kernelrag.memory.tuning import source_configs
     from kernelrag.verify.verdict import Timing, Verdict
 
@@ -406,6 +406,6 @@ def test_a_composed_long_row_kernel_goes_through_the_configuration_search_on_a_g
     session = FakeSession()
     result = run_suite_task("layer_norm", session, max_rounds=3)
     assert result.ok and [r.drafter for r in result.rounds][-1] == "tune", result.reason
-    assert len(session.pinned) == 4 and session.pinned[0] == {"BLOCK_R": 4096, "num_warps": 16}
+    assert len(session.pinned) == 4 and session.pinned[0] == {"STAGES": 3, "num_warps": 32}
     assert len(source_configs(result.source)) == 1
     assert result.verdict.kernel_ms.median_ms == min(1.0 + c["num_warps"] / 64 for c in session.pinned)
