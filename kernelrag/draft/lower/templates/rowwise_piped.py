@@ -28,8 +28,9 @@ from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, 
 MIN_ROW = 8192          # from here the registers variant runs 16 warps: one or two rows an SM
 MIN_ROWS = 1056         # eight rows a program on 132 SMs: a loop with rows to copy ahead
 # (stages, warps), the first launched. At 16384 fp32 on sm_90 (ptxas, with a CPU): a layer
-# norm's kernel at 32 warps takes 62-63 registers, at 16 warps 120-124, no spill; two and
-# three stages take 64 and 128 KB of shared memory.
+# norm's kernel at 32 warps takes 64 registers, at 16 warps 122-126, no spill (layer norm then
+# ReLU plus x, which keeps x live to the end, spills 44-60 bytes); two and three stages take
+# 64 and 128 KB of shared memory.
 PIPED_CONFIGS = ((3, 32), (2, 32), (2, 16), (1, 16), (1, 32))
 SMEM_BYTES = 196608     # of the 227 KB an sm_90 block may take: the stages' copies, ahead of the row
 
