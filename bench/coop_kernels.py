@@ -60,6 +60,18 @@ def coop_softmax(x_ptr, y_ptr, part_ptr, cnt_ptr, SCALE: tl.constexpr, N: tl.con
 
 
 @triton.jit
+def _act(y, x, ACT: tl.constexpr):
+    """The norms' epilogue: ACT 0 none, 1 SiLU, 2 ReLU, 3 ReLU + x."""
+    if ACT == 1:
+        y = y / (1.0 + tl.exp(-y))
+    if ACT == 2:
+        y = tl.maximum(y, 0.0)
+    if ACT == 3:
+        y = tl.maximum(y, 0.0) + x
+    return y
+
+
+@triton.jit
 def coop_norm(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, eps, N: tl.constexpr, CHUNK: tl.constexpr,
               N_CHUNKS: tl.constexpr, RMS: tl.constexpr, PER_COLUMN: tl.constexpr, INNER: tl.constexpr,
               GROUPS: tl.constexpr, ACT: tl.constexpr, PHASE: tl.constexpr):
@@ -99,12 +111,7 @@ def coop_norm(x_ptr, w_ptr, b_ptr, y_ptr, part_ptr, cnt_ptr, eps, N: tl.constexp
         else:
             ch = (row % GROUPS) * (N // INNER) + ((pid % N_CHUNKS) * CHUNK) // INNER
             y = y * tl.load(w_ptr + ch) + tl.load(b_ptr + ch)
-        if ACT == 1:
-            y = y / (1.0 + tl.exp(-y))
-        if ACT == 2:
-            y = tl.maximum(y, 0.0)
-        if ACT == 3:
-            y = tl.maximum(y, 0.0) + x
+        y = _act(y, x, ACT)
         tl.store(y_ptr + base + offs, y)
 
 
@@ -130,12 +137,7 @@ def piped_norm(x_ptr, w_ptr, b_ptr, y_ptr, n_rows, eps, N: tl.constexpr, RMS: tl
         else:
             d = x - tl.sum(x, 0) / N
             y = d * tl.rsqrt(tl.sum(d * d, 0) / N + eps) * w + b
-        if ACT == 1:
-            y = y / (1.0 + tl.exp(-y))
-        if ACT == 2:
-            y = tl.maximum(y, 0.0)
-        if ACT == 3:
-            y = tl.maximum(y, 0.0) + x
+        y = _act(y, x, ACT)
         tl.store(y_ptr + base + cols, y)
 
 
