@@ -42,14 +42,15 @@ MIN_INNER = 16
 # programs an SM: argmax over dim 1 of (64, 4096, 4096) ran its 2048 tiles in 5.2 waves, the
 # last 17% full, at 87% of the H200's read ceiling where torch.compile's kernel reached 91%
 # (h200-2026-12-07-s7.json). Split, the programs come at least twice this many (the partials
-# add 8 bytes a column a chunk, under 1% of the read at chunks of 4 tiles or more).
+# add 8 bytes a column a chunk, under 1% of the read at chunks of 4 tiles or more; the combine
+# kernel adds a launch, a few microseconds, which a read of under 0.1 ms feels: not yet timed).
 MIN_TILES = 4224
 MIN_CHUNK_TILES = 4     # reduced rows a chunk, in tiles of BLOCK_R
 MAX_SPLIT = 1024        # partials a column the combine kernel walks
 TILE = 4096      # elements per [BLOCK_R, BLOCK_K] tile: 32 per thread at 4 warps
 # one warp's 16-byte loads across 128 fp32 columns: four whole lines per row of the tile; wider
 # tiles coalesce no better and make fewer programs (argmax over dim 1 of (64, 4096, 4096): 2048
-# tiles of 128, about three waves of resident programs on 132 SMs, against 1.5 at 256)
+# tiles of 128 against 1024 at 256, before the split of ``MIN_TILES``)
 BLOCK_K_MAX = 128
 
 
