@@ -129,3 +129,16 @@ def test_an_operand_the_same_for_every_row_is_checked_at_run_time():
     assert_close(cand.ModelNew()(x, torch.ones(300)), x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + 1e-6))
     with pytest.raises(ValueError, match="varies over the rows"):
         cand.ModelNew()(x, torch.randn(37, 300))
+
+
+def test_a_looped_regions_configs_list_is_kept_beside_the_pipelined_one():
+    """A module holds one ``CONFIGS`` list. The looped launcher reads ``BLOCK_R`` from it
+    unchecked, so the pipelined region's list yields and its launcher takes its own first row."""
+    src = task("(self.ln(x), torch.log_softmax(y, dim=-1))", body="self.ln = nn.LayerNorm(dim)", args="x, y",
+               inputs="torch.randn(batch_size, dim), torch.randn(3, 9000)", dims=RAGGED)
+    d = lower(src, "two", ("piped", "looped"))
+    assert d.ok and "[piped]" in d.reason and "[looped]" in d.reason, d.reason
+    assert d.source.count("CONFIGS = [") == 1 and '{"BLOCK_R": 4096}' in d.source and '{"STAGES"' not in d.source
+    (ref_ln, ref_sm), (ln, sm) = run_both(src, d.source)
+    assert_close(ref_ln, ln)
+    assert_close(ref_sm, sm)

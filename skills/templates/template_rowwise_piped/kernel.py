@@ -57,6 +57,7 @@ def _pow2(n):
     return 1 << (n - 1).bit_length() if n > 0 else 0
 
 
+# CONFIGS: yields to another region's list in the same module
 # The pipelined rows' stages (rows copied ahead, plus the one in registers) and warps. The
 # kernel launches CONFIGS[0]; on a GPU the configuration search verifies the others and pins
 # the fastest.

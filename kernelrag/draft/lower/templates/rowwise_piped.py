@@ -20,7 +20,7 @@ the configuration search times them.
 from __future__ import annotations
 
 from kernelrag.draft.lower.ir import Graph
-from kernelrag.draft.lower.protocol import Emitted, Region
+from kernelrag.draft.lower.protocol import YIELDING_CONFIGS, Emitted, Region
 from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.rowwise_emit import _transformations, _Writer, helpers
 from kernelrag.draft.lower.templates.rowwise_sizes import loops_at_traced_size, row_counts, row_limit
@@ -49,8 +49,10 @@ def is_piped_worthwhile(region: Region) -> bool:
 
 
 def configs_source() -> str:
+    """The module-level ``CONFIGS`` list; it yields to another region's (whose launcher reads its
+    keys unchecked), and the launcher then takes ``PIPED_CONFIGS[0]``."""
     rows = "".join(f"    triton.Config({{\"STAGES\": {s}}}, num_warps={w}),\n" for s, w in PIPED_CONFIGS)
-    return ("# The pipelined rows' stages (rows copied ahead, plus the one in registers) and warps. The\n"
+    return (f"{YIELDING_CONFIGS}\n# The pipelined rows' stages (rows copied ahead, plus the one in registers) and warps. The\n"
             "# kernel launches CONFIGS[0]; on a GPU the configuration search verifies the others and pins\n"
             "# the fastest.\nCONFIGS = [\n" + rows + "]\n")
 
