@@ -82,10 +82,12 @@ def frame_shapes(graph: Graph, nodes: list[int]) -> list[tuple[int, ...]]:
 class Lanes:
     """Kernel lines computing region values frame by frame; each (node, frame) is computed once."""
 
-    def __init__(self, graph: Graph, loads: list[int], cats: list[int], rank: int, flat: bool = False):
+    def __init__(self, graph: Graph, loads: list[int], cats: list[int], rank: int, flat: bool = False,
+                 offs: str = "offs"):
         self.g = graph
         self.rank = rank
         self.flat = flat         # operands may read at the flat lane index (``IN{k}_FLAT`` constexprs)
+        self.offs = offs         # the flat lane index's name
         self.loads = {nid: k for k, nid in enumerate(loads)}
         self.cats = {nid: j for j, nid in enumerate(cats)}
         self.lines: list[str] = []
@@ -125,7 +127,7 @@ class Lanes:
         """Operand k's offset when its strides are the contiguous ones of the domain's trailing
         ``rank`` dims: the flat lane index (modulo their size when it has fewer dims than the
         domain), moved along each dim where the frame reads a piece at its own index."""
-        base = "offs" if rank == self.rank else f"offs % ({' * '.join(f'n{d}' for d in range(at, self.rank))})"
+        base = self.offs if rank == self.rank else f"{self.offs} % ({' * '.join(f'n{d}' for d in range(at, self.rank))})"
         shift = "".join(f" + ({coords[at + d]} - i{at + d}) * in{k}_s{d}" for d in range(rank)
                         if coords[at + d] != f"i{at + d}")
         return base + shift
