@@ -75,7 +75,7 @@ def test_operands_laid_out_as_the_domain_are_read_at_the_flat_index():
     import torch
 
     src = ROTARY.read_text()
-    d = lower(src, "rotary_embedding_qk")
+    d = lower(src, "rotary_embedding_qk", ("block1024",))      # the flat kernel (the hoisted one: test_lower_hoisted)
     assert d.ok, d.reason
     assert "IN0_FLAT" in d.source and "tl.store(out0_ptr + offs," in d.source
     c = load_task(d.source, "flat_cand")

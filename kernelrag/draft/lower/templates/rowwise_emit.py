@@ -17,15 +17,11 @@ def _mul_combine(a, b):
     # the combine of a product reduction or scan: tl.reduce / tl.associative_scan call it
     return a * b
 '''
-NAN_EXTREMES = {"max": '''@triton.jit
-def _nan_max(a, b):
-    # max as torch computes it, a NaN wins: tl.maximum and tl.max drop NaNs on a GPU
-    return tl.where((a != a) | (b != b), float("nan"), tl.maximum(a, b))
-''', "min": '''@triton.jit
-def _nan_min(a, b):
-    # min as torch computes it, a NaN wins: tl.minimum and tl.min drop NaNs on a GPU
-    return tl.where((a != a) | (b != b), float("nan"), tl.minimum(a, b))
-'''}
+NAN_EXTREMES = {fn: f'''@triton.jit
+def _nan_{fn}(a, b):
+    # {fn} as torch computes it, a NaN wins: tl.{op} and tl.{fn} drop NaNs on a GPU
+    return tl.where((a != a) | (b != b), float("nan"), tl.{op}(a, b))
+''' for fn, op in (("max", "maximum"), ("min", "minimum"))}
 
 
 def helpers(w: "_Writer") -> list[str]:
@@ -195,8 +191,12 @@ class _Writer:
     def registers_path(self, ind: str) -> list[str]:
         """The row held whole, each lane-level operand loaded where first used (not live across reductions)."""
         names = self.names()
-        lines = self.row_loads(names, ind) + self.chunk("0", ind)
         pending = [nid for nid in self.loads if self.load_frame[nid] == C.LANE]
+        return self.row_loads(names, ind) + self.chunk("0", ind) + self.held_row(names, pending, ind)
+
+    def held_row(self, names: dict[int, str], pending: list[int], ind: str) -> list[str]:
+        """The region's nodes on a row held whole, each operand of ``pending`` loaded where first used, then the stores."""
+        lines = []
         for nid in self.r.nodes + [None]:        # None: the operands stored unchanged, last
             for i in [i for i in dict.fromkeys(self.g[nid].inputs if nid is not None else pending) if i in pending]:
                 pending.remove(i)

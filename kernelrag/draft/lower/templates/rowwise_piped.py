@@ -82,15 +82,7 @@ class _Piped:
         head = w.row_head(outs=True)[1:]
         body += ["    " + line for line in head]
         ind = "        "
-        body += w.row_loads(names, ind)
-        pending = list(self.streamed)
-        for nid in w.r.nodes + [None]:        # None: the operands stored unchanged, last
-            wanted = g[nid].inputs if nid is not None else pending
-            for i in [i for i in dict.fromkeys(wanted) if i in pending]:
-                pending.remove(i)
-                body += w.node_line(i, names, ind, False, {})
-            body += w.node_line(nid, names, ind, False, {}) if nid is not None else []
-        body += w.stores(names, ind, {C.LANE, C.ROW, C.SQUEEZED})
+        body += w.row_loads(names, ind) + w.held_row(names, list(self.streamed), ind)
         args = [C.operand_arg(g, k, nid, f"operand {k} ({g[nid].origin or g[nid].op}), {w.load_frame[nid]}-level"
                               + (", the same for every row" if nid in self.hoisted else ""))
                 for k, nid in enumerate(w.loads)]
