@@ -118,3 +118,14 @@ def test_pieces_that_disagree_off_the_cat_dim_are_refused_at_run_time():
     cand = load_task(d.source, "t_cand")
     with pytest.raises(ValueError, match="the other dims differ"):
         cand.ModelNew()(torch.randn(4, 3, 5), torch.randn(4, 6, 4))
+
+
+def test_broadcast_operands_and_cat_pieces_are_kept_in_l2():
+    """torch.compile's rotary kernel marks cos, sin and the rotated halves ``evict_last`` and
+    streams q and k; the flat kernel's loads carry the same hints."""
+    d = lower(ROTARY.read_text(), "rotary_hints", ("block1024",))
+    assert d.ok, d.reason
+    loads = {line.split(" = ")[0].strip(): line for line in d.source.splitlines() if "= tl.load(" in line}
+    kept = {name for name, line in loads.items() if 'eviction_policy="evict_last"' in line}
+    assert kept == {"v2", "v3", "v6_f1", "v5_f2", "v13_f3", "v12_f4"}, kept     # cos, sin, four pieces
+    assert set(loads) - kept == {"v0", "v1"}                                     # q and k

@@ -104,7 +104,7 @@ def elementwise_0_kernel(
     rest = rest // n1
     i0 = rest
     v0 = tl.load(in0_ptr + ((offs) if IN0_FLAT else (i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2 + i3 * in0_s3)), mask=mask, other=0).to(tl.float32)
-    v2 = tl.load(in1_ptr + ((offs % (n3)) if IN1_FLAT else (i3 * in1_s0)), mask=mask, other=0).to(tl.float32)
+    v2 = tl.load(in1_ptr + ((offs % (n3)) if IN1_FLAT else (i3 * in1_s0)), mask=mask, other=0, eviction_policy="evict_last").to(tl.float32)
     v3 = (v0 * v2)
     v4 = (0.5 * v3 * (1.0 + tl.math.erf(v3 * 0.7071067811865476)))
     v1 = tl.load(in2_ptr + ((offs) if IN2_FLAT else (i0 * in2_s0 + i1 * in2_s1 + i2 * in2_s2 + i3 * in2_s3)), mask=mask, other=0).to(tl.float32)

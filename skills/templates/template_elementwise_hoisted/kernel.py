@@ -113,8 +113,8 @@ def elementwise_0_kernel(
     i3 = rest % n3
     rest = rest // n3
     i2 = rest
-    v2 = tl.load(in1_ptr + ((inner % (n2 * n3)) if IN1_FLAT else (i2 * in1_s0 + i3 * in1_s1)), mask=mask, other=0).to(tl.float32)
-    v3 = tl.load(in4_ptr + ((inner % (n2 * n3)) if IN4_FLAT else (i2 * in4_s0 + i3 * in4_s1)), mask=mask, other=0).to(tl.float32)
+    v2 = tl.load(in1_ptr + ((inner % (n2 * n3)) if IN1_FLAT else (i2 * in1_s0 + i3 * in1_s1)), mask=mask, other=0, eviction_policy="evict_last").to(tl.float32)
+    v3 = tl.load(in4_ptr + ((inner % (n2 * n3)) if IN4_FLAT else (i2 * in4_s0 + i3 * in4_s1)), mask=mask, other=0, eviction_policy="evict_last").to(tl.float32)
     o_lo = tl.program_id(1) * OUTER
     for o in range(o_lo, tl.minimum(o_lo + OUTER, n_outer)):   # steps over dims before the plane
         if INDEX_64:
@@ -128,11 +128,11 @@ def elementwise_0_kernel(
         v0 = tl.load(in0_ptr + ((offs) if IN0_FLAT else (i0 * in0_s0 + i1 * in0_s1 + i2 * in0_s2 + i3 * in0_s3)), mask=mask, other=0).to(tl.float32)
         v4 = (v0 * v2)
         m1 = mask & (i3 < cat0_o1)   # the lanes that read piece 0 of cat 8
-        v6_f1 = tl.load(in2_ptr + ((offs) if IN2_FLAT else (i0 * in2_s0 + i1 * in2_s1 + i2 * in2_s2 + i3 * in2_s3)), mask=m1, other=0).to(tl.float32)
+        v6_f1 = tl.load(in2_ptr + ((offs) if IN2_FLAT else (i0 * in2_s0 + i1 * in2_s1 + i2 * in2_s2 + i3 * in2_s3)), mask=m1, other=0, eviction_policy="evict_last").to(tl.float32)
         v7_f1 = (-v6_f1)
         k2 = i3 - cat0_o1   # index in piece 1 of cat 8
         m2 = mask & (i3 >= cat0_o1)   # the lanes that read piece 1 of cat 8
-        v5_f2 = tl.load(in3_ptr + ((offs + (k2 - i3) * in3_s3) if IN3_FLAT else (i0 * in3_s0 + i1 * in3_s1 + i2 * in3_s2 + k2 * in3_s3)), mask=m2, other=0).to(tl.float32)
+        v5_f2 = tl.load(in3_ptr + ((offs + (k2 - i3) * in3_s3) if IN3_FLAT else (i0 * in3_s0 + i1 * in3_s1 + i2 * in3_s2 + k2 * in3_s3)), mask=m2, other=0, eviction_policy="evict_last").to(tl.float32)
         v8 = tl.where(i3 < cat0_o1, v7_f1, v5_f2)
         v9 = (v8 * v3)
         v10 = (v4 + v9)
@@ -140,11 +140,11 @@ def elementwise_0_kernel(
         v1 = tl.load(in5_ptr + ((offs) if IN5_FLAT else (i0 * in5_s0 + i1 * in5_s1 + i2 * in5_s2 + i3 * in5_s3)), mask=mask, other=0).to(tl.float32)
         v11 = (v1 * v2)
         m3 = mask & (i3 < cat1_o1)   # the lanes that read piece 0 of cat 15
-        v13_f3 = tl.load(in6_ptr + ((offs) if IN6_FLAT else (i0 * in6_s0 + i1 * in6_s1 + i2 * in6_s2 + i3 * in6_s3)), mask=m3, other=0).to(tl.float32)
+        v13_f3 = tl.load(in6_ptr + ((offs) if IN6_FLAT else (i0 * in6_s0 + i1 * in6_s1 + i2 * in6_s2 + i3 * in6_s3)), mask=m3, other=0, eviction_policy="evict_last").to(tl.float32)
         v14_f3 = (-v13_f3)
         k4 = i3 - cat1_o1   # index in piece 1 of cat 15
         m4 = mask & (i3 >= cat1_o1)   # the lanes that read piece 1 of cat 15
-        v12_f4 = tl.load(in7_ptr + ((offs + (k4 - i3) * in7_s3) if IN7_FLAT else (i0 * in7_s0 + i1 * in7_s1 + i2 * in7_s2 + k4 * in7_s3)), mask=m4, other=0).to(tl.float32)
+        v12_f4 = tl.load(in7_ptr + ((offs + (k4 - i3) * in7_s3) if IN7_FLAT else (i0 * in7_s0 + i1 * in7_s1 + i2 * in7_s2 + k4 * in7_s3)), mask=m4, other=0, eviction_policy="evict_last").to(tl.float32)
         v15 = tl.where(i3 < cat1_o1, v14_f3, v12_f4)
         v16 = (v15 * v3)
         v17 = (v11 + v16)

@@ -114,7 +114,7 @@ class Lanes:
             off = " + ".join(f"{coords[at + d]} * in{k}_s{d}" for d in range(len(node.shape))) or "offs * 0"
             if self.flat and node.shape and len(coords) == self.rank:
                 off = f"(({self._flat_offset(k, coords, at, len(node.shape))}) if IN{k}_FLAT else ({off}))"
-            code = C.load_expr(node.kind, f"in{k}_ptr + {off}", mask)
+            code = C.load_expr(node.kind, f"in{k}_ptr + {off}", mask, self._evict(node, frame))
         elif node.op == "cat":
             code = self._choice(nid, frame, coords[at + node.args["dim"]])
         else:
@@ -122,6 +122,13 @@ class Lanes:
         self.lines.append(f"    {name} = {code}")
         self.names[(nid, frame)] = name
         return name
+
+    def _evict(self, node, frame: int) -> str | None:
+        """``evict_last`` for the loads whose lines another lane reads again: an operand broadcast
+        over a domain dim (rotary embedding's cos and sin, read for every batch and head) and a
+        cat piece's (the lanes of the other piece read the same rows), as torch.compile's
+        pointwise kernels mark them. The L2 keeps them while the streamed operands pass through."""
+        return "evict_last" if frame or len(node.shape) < self.rank or 1 in node.shape else None
 
     def _flat_offset(self, k: int, coords: tuple[str, ...], at: int, rank: int) -> str:
         """Operand k's offset when its strides are the contiguous ones of the domain's trailing
