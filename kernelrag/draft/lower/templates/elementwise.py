@@ -18,9 +18,15 @@ ones of the domain's trailing dims, as a contiguous input, a chunk of one or a t
 table is) is read at the flat lane index instead of through its strides, and the outputs,
 allocated contiguous, are written there: rotary embedding's eight operands spent about
 thirty integer multiply-adds a lane on offsets. Lanes index in int32 unless an offset may
-pass 2**31. Fusion point: any elementwise node or cat whose shape broadcasts to
-the domain joins; a reduction or scan on the domain adopts a region without cats as
-its prologue (``rowwise``).
+pass 2**31. Operands read where other lanes read them again (a broadcast operand, a cat's
+pieces) carry ``evict_last``, as torch.compile's pointwise kernels mark them. Fusion point:
+any elementwise node or cat whose shape broadcasts to the domain joins; a reduction or scan
+on the domain adopts a region without cats as its prologue (``rowwise``).
+
+Variants: ``block1024`` (the default) above; ``hoisted`` gives each program a block of the
+plane of the trailing dims and loops it over the leading dims that some operands are
+broadcast along, loading those operands once a program (``hoisting``). It is a later round
+only: on an H100 it ran rotary embedding slower than the flat kernel (2026-12-07).
 """
 from __future__ import annotations
 
