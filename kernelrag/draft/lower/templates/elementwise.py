@@ -23,10 +23,10 @@ pieces) carry ``evict_last``, as torch.compile's pointwise kernels mark them. Fu
 any elementwise node or cat whose shape broadcasts to the domain joins; a reduction or scan
 on the domain adopts a region without cats as its prologue (``rowwise``).
 
-Variants: ``block1024`` (the default) above; ``hoisted`` gives each program a block of the
-plane of the trailing dims and loops it over the leading dims that some operands are
-broadcast along, loading those operands once a program (``hoisting``). It is a later round
-only: on an H100 it ran rotary embedding slower than the flat kernel (2026-12-07).
+Variants: ``block1024`` above; ``hoisted`` gives each program a block of the plane of the
+trailing dims and loops it over the leading dims that some operands are broadcast along,
+loading those operands once a program (``hoisting``). It is the default where a program
+reuses them 8 times or more and the plane fills a block (``default_variant``).
 """
 from __future__ import annotations
 
@@ -37,7 +37,7 @@ from kernelrag.draft.lower.templates import common as C
 from kernelrag.draft.lower.templates.lanes import Lanes, frame_shapes, leaves, shape_lines
 
 BLOCK = 1024
-HOIST_MIN_OUTER = 8        # a round of the hoisted variant where each program reuses the operands this often
+HOIST_MIN_OUTER = 8        # hoisting is worth a round where each program reuses the operands this often
 OUTER = 8                  # the hoisted variant's domain rows per program (fewer where programs would be few)
 
 
@@ -80,15 +80,22 @@ class ElementwiseTemplate:
     family = "elementwise"
     variants = ("block1024", "hoisted")
 
+    def default_variant(self, graph: Graph, region: Region) -> str:
+        """``hoisted`` where it is worth a round (``dominated``), else ``block1024``. Rotary
+        embedding on an H100 (2026-12-07), both with the eviction hints: hoisted 0.894-0.898 ms,
+        flat 0.936-0.978 ms, torch.compile 0.888-0.906 ms (without the hints the hoisted kernel
+        ran 1.002 ms and the flat one 0.938)."""
+        return "block1024" if self.dominated(graph, region, "hoisted") else "hoisted"
+
     def dominated(self, graph: Graph, region: Region, variant: str) -> bool:
-        """``hoisted`` is not worth a round where a program would reuse the broadcast operands fewer
-        than ``HOIST_MIN_OUTER`` times or the rest of the domain leaves a 1024-lane block part
-        empty. It is never the default: on an H100 (2026-12-07) rotary embedding ran 1.002 ms
-        hoisted against 0.938 ms flat, so it is the round after the flat kernel's."""
+        """``hoisted`` is not worth a round where no operand is broadcast over a leading dim, a
+        program would reuse those operands fewer than ``HOIST_MIN_OUTER`` times, or the rest of
+        the domain leaves a 1024-lane block part empty."""
         if variant != "hoisted":
             return False
-        outer, plane = _split(region.domain, hoisting(graph, region)[0])
-        return outer < HOIST_MIN_OUTER or plane < BLOCK
+        s, hoisted = hoisting(graph, region)
+        outer, plane = _split(region.domain, s)
+        return not hoisted or outer < HOIST_MIN_OUTER or plane < BLOCK
 
     def opens(self, graph: Graph, node: Node) -> bool:
         return self._placeable(node)
