@@ -184,6 +184,9 @@ def elementwise_0(a0, a1, a2, a3, a4, a5, a6, a7):
     for n in domain[:2]:
         n_outer *= n
     plane = n_elements // n_outer if n_outer else 0
+    if plane >= 2**31:
+        raise ValueError(f"a plane of {plane} lanes: the hoisted kernel indexes it in int32; "
+                         "lower the task at this size for the flat variant")
     block = max(128, min(1024, triton.next_power_of_2(max(plane, 1))))
     steps = max(1, min(8, n_outer * _cdiv(plane, block) // 2048))   # fewer steps where programs would be few
     steps = max(steps, _cdiv(n_outer, 65535))

@@ -38,7 +38,7 @@ from kernelrag.draft.lower.templates.lanes import Lanes, frame_shapes, leaves, s
 
 BLOCK = 1024
 HOIST_MIN_OUTER = 8        # hoisting is worth a round where each program reuses the operands this often
-OUTER = 8                  # the hoisted variant's domain rows per program (fewer where programs would be few)
+OUTER = 8                  # the hoisted variant's loop steps per program (fewer where programs would be few)
 
 
 def hoisting(graph: Graph, region: Region) -> tuple[int, list[int]]:
@@ -48,8 +48,8 @@ def hoisting(graph: Graph, region: Region) -> tuple[int, list[int]]:
 
     Such an operand (rotary embedding's cos and sin, a bias over the last dims) takes the same
     values on every step of the loop, so it is loaded once per program instead of once per output
-    element: in the flat kernel each of rotary embedding's 2 x 4 bytes of cos and sin per output
-    came from L2, twice the bytes it streams from HBM, and it ran at 72% of the copy ceiling where
+    element: the flat kernel reads rotary embedding's cos and sin, 2 x 4 bytes an output, from the
+    caches, twice the bytes it streams from HBM, and ran at 72% of the copy ceiling where
     single-chain kernels ran at 91-100% (H200, 2026-12-07)."""
     rank = len(region.domain)
     if rank < 2:
@@ -271,6 +271,9 @@ def _hoisted_launch(kname: str, call: str, s: int) -> list[str]:
             f"    for n in domain[:{s}]:",
             "        n_outer *= n",
             "    plane = n_elements // n_outer if n_outer else 0",
+            "    if plane >= 2**31:",
+            "        raise ValueError(f\"a plane of {plane} lanes: the hoisted kernel indexes it in int32; \"",
+            "                         \"lower the task at this size for the flat variant\")",
             f"    block = max(128, min({BLOCK}, triton.next_power_of_2(max(plane, 1))))",
             f"    steps = max(1, min({OUTER}, n_outer * _cdiv(plane, block) // 2048))   "
             "# fewer steps where programs would be few",

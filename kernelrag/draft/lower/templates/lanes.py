@@ -134,7 +134,8 @@ class Lanes:
         """Operand k's offset when its strides are the contiguous ones of the domain's trailing
         ``rank`` dims: the flat lane index (modulo their size when it has fewer dims than the
         domain), moved along each dim where the frame reads a piece at its own index."""
-        base = self.offs if rank == self.rank else f"{self.offs} % ({' * '.join(f'n{d}' for d in range(at, self.rank))})"
+        trailing = " * ".join(f"n{d}" for d in range(at, self.rank))
+        base = self.offs if rank == self.rank else f"{self.offs} % ({trailing})"
         shift = "".join(f" + ({coords[at + d]} - i{at + d}) * in{k}_s{d}" for d in range(rank)
                         if coords[at + d] != f"i{at + d}")
         return base + shift
