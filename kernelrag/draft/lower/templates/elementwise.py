@@ -39,6 +39,7 @@ from kernelrag.draft.lower.templates.lanes import Lanes, frame_shapes, leaves, s
 BLOCK = 1024
 HOIST_MIN_OUTER = 8        # hoisting is worth a round where each program reuses the operands this often
 OUTER = 8                  # the hoisted variant's loop steps per program (fewer where programs would be few)
+MIN_PROGRAMS = 2048        # the hoisted launcher takes fewer steps where the programs would number fewer
 
 
 def hoisting(graph: Graph, region: Region) -> tuple[int, list[int]]:
@@ -50,7 +51,14 @@ def hoisting(graph: Graph, region: Region) -> tuple[int, list[int]]:
     values on every step of the loop, so it is loaded once per program instead of once per output
     element: the flat kernel reads rotary embedding's cos and sin, 2 x 4 bytes an output, from the
     caches, twice the bytes it streams from HBM, and ran at 72% of the copy ceiling where
-    single-chain kernels ran at 91-100% (H200, 2026-12-07)."""
+    single-chain kernels ran at 91-100% (H200, 2026-12-07). Planned once a region (``state``):
+    the variant choice, its availability and the emit all ask."""
+    if "hoisting" not in region.state:
+        region.state["hoisting"] = _plan_hoisting(graph, region)
+    return region.state["hoisting"]
+
+
+def _plan_hoisting(graph: Graph, region: Region) -> tuple[int, list[int]]:
     rank = len(region.domain)
     if rank < 2:
         return 0, []
@@ -275,7 +283,7 @@ def _hoisted_launch(kname: str, call: str, s: int) -> list[str]:
             "        raise ValueError(f\"a plane of {plane} lanes: the hoisted kernel indexes it in int32; \"",
             "                         \"lower the task at this size for the flat variant\")",
             f"    block = max(128, min({BLOCK}, triton.next_power_of_2(max(plane, 1))))",
-            f"    steps = max(1, min({OUTER}, n_outer * _cdiv(plane, block) // 2048))   "
+            f"    steps = max(1, min({OUTER}, n_outer * _cdiv(plane, block) // {MIN_PROGRAMS}))   "
             "# fewer steps where programs would be few",
             "    steps = max(steps, _cdiv(n_outer, 65535))",
             "    if n_elements > 0:",
