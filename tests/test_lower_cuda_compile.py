@@ -90,10 +90,12 @@ def test_every_variant_compiles_for_sm90(path, tmp_path):
 # the CUDA-only paths: tf32x3 dots with K-major (transposed) operands, CUDA tile rules, the
 # direct and channel-wise convolution kernels, the global pool (the transposed convolution's
 # phase GEMMs take minutes under the interpreter at CUDA tiles: checked by hand, 2026-12-01);
-# conv2d_gelu_residual's residual takes the epilogue's full-tile load (the bias its per-channel one)
+# conv2d_gelu_residual's residual takes the epilogue's full-tile load (the bias its per-channel one);
+# linear_bias_logsumexp's tiles store row partials (gemm_rows) on the 3xTF32 split path
 GPU_PATH_TASKS = [SUITE / name for name in ("depthwise_conv1d_causal_silu.py", "batch_norm_eval_relu.py",
                                             "adaptive_avg_pool2d_linear.py", "bmm.py", "conv2d_bias_relu.py",
-                                            "conv2d_gelu_residual.py", "qk_scale_mask_softmax.py")]
+                                            "conv2d_gelu_residual.py", "qk_scale_mask_softmax.py",
+                                            "linear_bias_logsumexp.py")]
 
 
 @pytest.mark.slow

@@ -135,6 +135,12 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
             BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 1 if split_b and BN > 512 else 2
+    if {split_rows!r}:                        # each tile's row partials, combined by a second kernel
+        if split_k not in (None, 1):
+            raise ValueError(f"{name}: a chain reducing rows across tiles runs without split-K, got {{split_k}}")
+        split_k = 1
+        if cuda and BM * BN > 64 * 32 * warps:   # the epilogue holds a second tile (exp's values): at most 64
+            BN, warps = 128, 8                # accumulator values a thread (sm_90: 128 x 256 on 8 warps spills)
     store_cache = ""
     if K <= 32 and not {whole_rows!r}:        # one K step: the output's write is the whole cost (K = 16 on
         BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
@@ -152,6 +158,10 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
     out_full = out_shape[:-1] + ((1,) if {row_out!r} else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
     c_st = _contiguous((B0, B1, M, out_full[-1]))
+    dest = out
+    if {split_rows!r}:                        # the product is never written: [NP, rows, tiles a row] fp32
+        NT = _cdiv(N, BN)
+        dest = torch.empty(({row_partials}, B0 * B1 * M, NT), device=a.device, dtype=torch.float32)
     alo, blo = (a if a_lo is None else a_lo), (b if b_lo is None else b_lo)   # laid out as a and b
     if gemv or split_k > 1:
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
@@ -173,10 +183,15 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
             ws, out, {extras_call}{scalars_call}M, N, B1, split_k, *c_st, *e_st, BLOCK_M=SM, BLOCK_N=SN)
 {tma_branch}    else:
         {name}_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a, alo, b, blo, out, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a, alo, b, blo, dest, {extras_call}{scalars_call}M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
             num_warps=warps, num_stages=stages)
+    if {split_rows!r}:
+        BT = _pow2(NT)
+        CR = max(1, min(64, 4096 // BT))      # rows a program: BLOCK_R x BLOCK_T partials of each reduction
+        {name}_rows_kernel[(_cdiv(B0 * B1 * M, CR),)](
+            dest, out, {extras_call}{scalars_call}B0 * B1 * M, M, B1, N, NT, *e_st, BLOCK_R=CR, BLOCK_T=BT)
     if {squeeze_rows!r}:
         out = out.squeeze(-1)
     if vec_b:
@@ -195,7 +210,7 @@ TMA_BRANCH = '''    elif cuda and not fp32 and B0 * B1 == 1 and (b_nk := tma_lay
         b_desc = TensorDescriptor.from_tensor(b2.t() if b_nk else b2, [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
         {name}_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
-            a_desc, b_desc, out, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
+            a_desc, b_desc, dest, {extras_call}{scalars_call}M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
 '''
@@ -213,7 +228,8 @@ def gemm_parts(spec: GemmSpec) -> tuple[list[str], str]:
         extras_tuple="".join(f"{e}, " for e in extras),
         extras_call=extras_call, scalars_sig="".join(f"s{i}, " for i in range(spec.n_scalar)),
         scalars_call=scalars_call,
-        whole_rows=spec.whole_rows, row_out=spec.row_out, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
+        whole_rows=spec.whole_rows, row_out=spec.row_out, split_rows=bool(spec.row_partials),
+        row_partials=spec.row_partials, squeeze_rows=spec.squeeze_rows, vector=spec.vector,
         b_splittable=not spec.b_prologue,     # a prologue on B's tile acts on B, not on its parts
         a_splittable=not (spec.a_prologue or spec.a_tri),   # nor one (or a triangle's mask) on A's tile
         default_precision=LAUNCH_PRECISION[spec.precision],
@@ -236,6 +252,8 @@ def transformations_of(spec: GemmSpec) -> list[str]:
         out.append("epilogue_fusion")
     if spec.whole_rows:
         out.append("one_row_per_program")
+    if spec.row_partials:
+        out.append("split_row_epilogue")
     return out
 
 

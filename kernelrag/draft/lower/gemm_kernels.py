@@ -41,6 +41,7 @@ over M * N * 4 bytes).
 """
 from __future__ import annotations
 
+from kernelrag.draft.lower.gemm_rows import store_text
 from kernelrag.draft.lower.gemm_spec import (GemmSpec, chain_code, epilogue_code, extra_args, extra_strides,
                                              k_range_code, scalar_args, tri_keep)
 
@@ -320,13 +321,20 @@ def render_kernels(spec: GemmSpec) -> str:
     store = _STORE_ROW if spec.row_out else _STORE_TILE
     common = dict(name=name, extra_args=extra_args(spec.n_extra), extra_strides=extra_strides(spec.n_extra),
                   scalar_args=scalar_args(spec.n_scalar))
+    tiled_store = store.format(i=" " * 8, cache=", cache_modifier=STORE_CACHE")
+    tma_store = store.format(i=" " * 8, cache="")
+    if spec.row_partials:     # the tile's row partials instead of the tile (gemm_rows); the launcher never splits K
+        tiled_store = store_text(spec.row_partials, " " * 8, "batch.to(tl.int64) * M + ", "tl.num_programs(1) * M")
+        tma_store = store_text(spec.row_partials, " " * 8, "", "M")
     text = _HEADER.format(**common, k_range=k_range_code(spec, "    "),
                           k_loop=_k_loop(spec, "    ", masked=False), k_loop_masked=_k_loop(spec, " " * 12, masked=True),
-                          epilogue=epilogue_code(spec, " " * 8),
-                          store=store.format(i=" " * 8, cache=", cache_modifier=STORE_CACHE"))
-    text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    ", cache=""))
+                          epilogue=epilogue_code(spec, " " * 8), store=tiled_store)
+    if not spec.row_partials:
+        text += _SPLITK.format(**common, epilogue=epilogue_code(spec, "    "), store=store.format(i="    ", cache=""))
     if tma_eligible(spec):
-        text += _TMA.format(**common, epilogue=epilogue_code(spec, " " * 8), store=store.format(i=" " * 8, cache=""))
+        text += _TMA.format(**common, epilogue=epilogue_code(spec, " " * 8), store=tma_store)
     if spec.vector:
         text += _GEMV.format(name=name, k_range=k_range_code(spec, "    "), prologue=_prologue(spec, " " * 8, True))
+    if spec.row_partials:
+        text += "\n\n" + spec.combine
     return text

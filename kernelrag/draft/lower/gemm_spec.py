@@ -57,8 +57,12 @@ class GemmSpec:
     b_tri: Tri | None = None
     epilogue: str = ""                       # lines computing ``acc`` from ``acc``, e0.. (see epilogue_code)
     extra_rows: tuple[bool, ...] = ()        # per extra tensor: True when constant along N (a row value)
+    extra_ints: tuple[bool, ...] = ()        # per extra tensor: True when it holds integers (class indices)
     whole_rows: bool = False                 # the epilogue reduces across N: one tile spans all of N
     row_out: bool = False                    # the result is one value per row, [.., M, 1]
+    row_partials: int = 0                    # > 0: the epilogue ends in partials p0.. of reductions across
+                                             # a wide N, one per row and tile; ``combine`` finishes the rows
+    combine: str = ""                        # the kernel combining them (gemm_rows.combine_kernel)
     squeeze_rows: bool = False               # ... returned as [.., M]
     out_tri: Tri | None = None               # applied last (after the epilogue)
     vector: bool = False                     # also render the matrix-vector kernel (N == 1)
@@ -73,8 +77,10 @@ class GemmSpec:
     def __post_init__(self):
         if self.row_out and self.out_tri:
             raise LoweringError("a triangular output mask and a row reduction cannot both close a GEMM")
-        if self.row_out and not self.whole_rows:
-            raise LoweringError("a per-row result needs whole rows in the tile (whole_rows=True)")
+        if self.row_out and not (self.whole_rows or self.row_partials):
+            raise LoweringError("a per-row result needs whole rows in the tile (whole_rows=True) or row partials")
+        if self.row_partials and (self.whole_rows or self.out_tri or self.vector or not self.combine):
+            raise LoweringError("row partials need a combine kernel, and no whole rows, output mask or vector form")
         for tri in (self.a_tri, self.b_tri, self.out_tri):
             if tri is not None and tri.kind not in ("tril", "triu"):
                 raise LoweringError(f"triangular structure {tri.kind!r} is not tril or triu")
@@ -169,8 +175,10 @@ def epilogue_code(spec: GemmSpec, indent: str) -> str:
     for i, row in enumerate(spec.extra_rows):
         cols = "" if row else f" + offs_n[None, :] * s_e{i}_n"
         mask = "m_ok[:, None]" if row else "out_ok"
+        integer = i < len(spec.extra_ints) and spec.extra_ints[i]      # class indices stay integers
+        tail = "other=0)" if integer else "other=0.0).to(tl.float32)"
         lines.append(f"{indent}e{i} = tl.load(e{i}_ptr + b0.to(tl.int64) * s_e{i}_0 + b1.to(tl.int64) * s_e{i}_1"
-                     f" + offs_m[:, None] * s_e{i}_m{cols}, mask={mask}, other=0.0).to(tl.float32)\n")
+                     f" + offs_m[:, None] * s_e{i}_m{cols}, mask={mask}, {tail}\n")
     code = "".join(lines) + "".join(f"{indent}{line}\n" for line in spec.epilogue.splitlines() if line.strip())
     if spec.out_tri is not None:
         code += f"{indent}acc = tl.where({tri_keep(spec.out_tri, 'offs_m', 'offs_n')}, acc, 0.0)\n"

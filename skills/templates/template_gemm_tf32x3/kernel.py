@@ -637,6 +637,12 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
         BM = max(16, min(BM, 8192 // BN))
         if cuda:                              # keep (BM + BN) * BK * 4 bytes * stages in shared memory
             BK, stages = (64 if BN <= 128 else 32 if BN <= 512 else 16), 1 if split_b and BN > 512 else 2
+    if False:                        # each tile's row partials, combined by a second kernel
+        if split_k not in (None, 1):
+            raise ValueError(f"gemm_0_gemm: a chain reducing rows across tiles runs without split-K, got {split_k}")
+        split_k = 1
+        if cuda and BM * BN > 64 * 32 * warps:   # the epilogue holds a second tile (exp's values): at most 64
+            BN, warps = 128, 8                # accumulator values a thread (sm_90: 128 x 256 on 8 warps spills)
     store_cache = ""
     if K <= 32 and not False:        # one K step: the output's write is the whole cost (K = 16 on
         BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,
@@ -654,6 +660,10 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
     out_full = out_shape[:-1] + ((1,) if False else (N,))
     out = torch.empty(out_full, device=a.device, dtype=a.dtype)
     c_st = _contiguous((B0, B1, M, out_full[-1]))
+    dest = out
+    if False:                        # the product is never written: [NP, rows, tiles a row] fp32
+        NT = _cdiv(N, BN)
+        dest = torch.empty((0, B0 * B1 * M, NT), device=a.device, dtype=torch.float32)
     alo, blo = (a if a_lo is None else a_lo), (b if b_lo is None else b_lo)   # laid out as a and b
     if gemv or split_k > 1:
         ws = torch.empty((split_k, B0 * B1, M, N), device=a.device, dtype=torch.float32)
@@ -682,15 +692,20 @@ def gemm_0_gemm(a, b, e0, precision=None, split_k=None, split_b=None, split_a=No
         b_desc = TensorDescriptor.from_tensor(b2.t() if b_nk else b2, [BN, BK] if b_nk else [BK, BN])
         sms = torch.cuda.get_device_properties(a.device).multi_processor_count
         gemm_0_gemm_tma_kernel[(min(sms, _cdiv(M, BM) * _cdiv(N, BN)),)](
-            a_desc, b_desc, out, *e4[0:1], M, N, K, 0, 0, *c_st[2:], *e_st,
+            a_desc, b_desc, dest, *e4[0:1], M, N, K, 0, 0, *c_st[2:], *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, B_NK=b_nk, NUM_SMS=sms,
             num_warps=warps, num_stages=stages)
     else:
         gemm_0_gemm_kernel[(_cdiv(M, BM) * _cdiv(N, BN), B0 * B1, 1)](
-            a, alo, b, blo, out, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
+            a, alo, b, blo, dest, *e4[0:1], M, N, K, B1, *a_st, *b_st, *c_st, *e_st,
             BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, GROUP_M=8, SPLIT_K=1,
             PRECISION=precision, SPLIT_B=split_b, SPLIT_A=a_lo is not None, STORE_CACHE=store_cache,
             num_warps=warps, num_stages=stages)
+    if False:
+        BT = _pow2(NT)
+        CR = max(1, min(64, 4096 // BT))      # rows a program: BLOCK_R x BLOCK_T partials of each reduction
+        gemm_0_gemm_rows_kernel[(_cdiv(B0 * B1 * M, CR),)](
+            dest, out, *e4[0:1], B0 * B1 * M, M, B1, N, NT, *e_st, BLOCK_R=CR, BLOCK_T=BT)
     if False:
         out = out.squeeze(-1)
     if vec_b:

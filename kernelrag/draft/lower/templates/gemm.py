@@ -22,6 +22,7 @@ whose docstrings teach them. This module decides what joins a GEMM region:
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, literal, node_expr
+from kernelrag.draft.lower import gemm_rows
 from kernelrag.draft.lower.gemm import gemm_parts, precision_note, transformations_of
 from kernelrag.draft.lower.gemm_kernels import tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
@@ -153,7 +154,13 @@ class GemmTemplate:
             a_shape = graph[node.inputs[0]].shape
             st.update(anchor=node.id, reduced=False, closed=False, k=a_shape[-1] if a_shape else 1,
                       vector_b=len(graph[node.inputs[1]].shape) == 1)
+            wide = len(node.shape) >= 2 and not fuses_row(node.shape[-1], st["k"])
+            st["split"] = gemm_rows.plan(graph, node.id) if wide and not st["vector_b"] else None
             return True
+        if st["split"] is not None:          # rows reduced across tiles: the plan made at the anchor
+            ok = not st["closed"] and node.id in st["split"]
+            st["closed"] = st["closed"] or node.id == st["split"][-1]
+            return ok
         if st["closed"] or not region.domain:
             return False
         inside = set(region.nodes)
@@ -196,6 +203,8 @@ class GemmTemplate:
             return "the task computes in fp32: its GEMMs take tf32x3, bf16x6 or ieee"
         if region.outputs != [region.nodes[-1]]:
             return "the GEMM region's intermediate values are needed outside it; only its last value is written"
+        if region.state.get("split") is not None and region.nodes[1:] != region.state["split"]:
+            return "the region stops short of the rows its partials were planned for"
         return None
 
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
@@ -212,13 +221,21 @@ class GemmTemplate:
         tri = next((graph[n] for n in later if graph[n].op == "tri"), None)
         reduced = region.state["reduced"]
         row_out = reduced and (last.shape == domain[:-1] + (1,) or last.op == "squeeze_row")
+        split = region.state.get("split")
+        extra_rows = tuple(rank_row(i) for i in extras)
+        extra_ints = tuple(graph[i].kind != "float" for i in extras)
+        epilogue = epilogue_text(graph, region, anchor.id, extras, row_reduce=True, scalars=scalars) if not split \
+            else gemm_rows.tile_lines(graph, later, anchor.id, extras, scalars)
+        combine = gemm_rows.combine_kernel(graph, later, anchor.id, extras, extra_rows, extra_ints, scalars,
+                                           f"{name}_gemm") if split else ""
         spec = GemmSpec(
             name=f"{name}_gemm",
             a_tri=Tri(*anchor.args["a_tri"]) if anchor.args.get("a_tri") else None,
             b_tri=Tri(*anchor.args["b_tri"]) if anchor.args.get("b_tri") else None,
-            epilogue=epilogue_text(graph, region, anchor.id, extras, row_reduce=True, scalars=scalars),
-            extra_rows=tuple(rank_row(i) for i in extras), whole_rows=reduced, row_out=row_out,
-            squeeze_rows=last.op == "squeeze_row", out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
+            epilogue=epilogue, extra_rows=extra_rows, extra_ints=extra_ints, whole_rows=reduced,
+            row_out=row_out or bool(split), row_partials=len(gemm_rows.reductions(graph, later)) if split else 0,
+            combine=combine,
+            squeeze_rows=last.op == "squeeze_row" or bool(split) and last.shape == domain[:-1], out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
             vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
             n_scalar=len(scalars),
             doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused",
@@ -230,6 +247,8 @@ class GemmTemplate:
                "the accumulator before the one store: 2*M*N*K FLOPs, (M*K + K*N + M*N) elements moved. "
                + precision_note(spec) + "; tiles from the shape (tiles.GEMM_TILES).")
         trans = transformations_of(spec)
+        if split and gemm_rows.rescaled(graph, later, anchor.id):
+            trans.append("online_softmax")       # a logsumexp's tiles merged by their maxima
         if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
             fp32_only = ("tf32x3", "k_major_operands", "bf16x6", "compensated_summation", "ieee_fp32_dot")
             trans = [t for t in trans if t not in fp32_only] + ["tensor_cores"]
