@@ -35,9 +35,11 @@ they are loaded (a transpose is only a swap of strides; a triangular operand mas
 its tile and narrows the K range, skipping the zero half); the epilogue acts on the
 finished accumulator, once per output element, after all K work (and after the
 split-K sum, since a nonlinear op does not distribute over partial sums); a row
-reduction needs whole rows, so it is fused only when one tile spans N (up to 1024
-columns); a wider row is written once and reduced by the next kernel (a second pass
-over M * N * 4 bytes).
+reduction needs whole rows, so it is fused whole only when one tile spans N (up to 1024
+columns). A wider row whose chain ends in one value per row (a logsumexp, an lm head's
+cross-entropy) leaves per-tile partials instead of the tile (``row_partials``, rendered by
+``gemm_rows``: never split-K, and the combine kernel follows); any other wider row is
+written once and reduced by the next kernel (a second pass over M * N * 4 bytes).
 """
 from __future__ import annotations
 

@@ -14,7 +14,11 @@ whose docstrings teach them. This module decides what joins a GEMM region:
 * reductions across N (sum, mean, max, min, and what softmax, log-softmax and
   logsumexp decompose into) while one tile spanning the traced N stays efficient
   (``fuses_row``: up to 128 columns, or 1024 when K is short): the row never leaves
-  registers. A wider row closes the region and the reduction template reads the
+  registers. Past that, a chain that ends in one value per row (logsumexp, an lm
+  head's cross-entropy: reductions of the tile's values, a logsumexp's shifted sum, and
+  row values from them and per-row operands such as class indices) leaves per-tile row
+  partials and a second kernel combines them (``lower/gemm_rows.py``: the product is never
+  written). Any other wider row closes the region and the reduction template reads the
   product back (a second pass);
 * a final ``tril`` / ``triu`` of the output, which also skips every tile wholly
   outside the triangle.
