@@ -151,10 +151,12 @@ def test_the_suite_lm_head_task_lowers_onto_one_region():
 
 @pytest.mark.slow
 def test_the_split_row_kernels_compile_for_sm90(tmp_path):
-    """The persistent TMA kernel with the partials' epilogue at the tile the launcher gives it on a
-    GPU (the 16-bit table's 128 x 256 x 64 on 8 warps, 3 stages, narrowed to 128 columns: with the
-    exp's tile beside the accumulator, 256 columns spill) and the combine kernel compile for sm_90
-    without a spill."""
+    """The persistent TMA kernel with the partials' epilogue at the 16-bit table's tile for the
+    suite task (128 x 256 x 64, 8 warps, 3 stages) and the combine kernel compile for sm_90. The
+    TMA kernel spills 32 bytes at 255 registers: in its SASS (nvdisasm, 2026-12-08) every local
+    load and store sits outside the HGMMA loop, a few scalars around the epilogue. A 128 x 128
+    tile on 8 warps holds the epilogue without a spill, but that tile's plain product ran 14%
+    slower on the H200 (587.6 against 683.9 TFLOP/s, bf16-gemm-h200-2026-12-04.json)."""
     pytest.importorskip("triton.backends.nvidia")
     from cuda_compile import compile_launches
 
@@ -165,16 +167,16 @@ def test_the_split_row_kernels_compile_for_sm90(tmp_path):
     m, n, k = 8192, 32768, 2048
     desc = lambda shape, block: {"tensordesc": "bfloat16", "shape": shape, "strides": [shape[1], 1], "block": block}
     tma = {"kernel": "gemm_0_gemm_tma_kernel",
-           "args": [desc([m, k], [128, 64]), desc([n, k], [128, 64]), {"tensor": "float32"}, {"tensor": "int64"},
+           "args": [desc([m, k], [128, 64]), desc([n, k], [256, 64]), {"tensor": "float32"}, {"tensor": "int64"},
                     m, n, k, 0, 0, 0, 0, 0, 0, 1, 0],
-           "kwargs": dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, B_NK=True, NUM_SMS=132, num_warps=8,
+           "kwargs": dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, B_NK=True, NUM_SMS=132, num_warps=8,
                           num_stages=3)}
     combine = {"kernel": "gemm_0_gemm_rows_kernel",
-               "args": [{"tensor": "float32"}, {"tensor": "bfloat16"}, {"tensor": "int64"}, m, m, 1, n, 256,
+               "args": [{"tensor": "float32"}, {"tensor": "bfloat16"}, {"tensor": "int64"}, m, m, 1, n, 128,
                         0, 0, 1, 0],
-               "kwargs": dict(BLOCK_R=16, BLOCK_T=256)}
+               "kwargs": dict(BLOCK_R=32, BLOCK_T=128)}
     results = compile_launches([(str(path), [tma, combine])])
     bad = [r["error"][-1500:] for r in results if not r["ok"]]
     assert not bad, bad
-    assert len(results) == 2 and all(r["spill_bytes"] in (0, None) for r in results), \
-        [(r["kernel"], r.get("registers"), r["spill_bytes"]) for r in results]
+    usage = {r["kernel"]: (r.get("registers"), r["spill_bytes"]) for r in results}
+    assert (usage["gemm_0_gemm_tma_kernel"][1] or 0) <= 64 and usage["gemm_0_gemm_rows_kernel"][1] in (0, None), usage

@@ -139,8 +139,6 @@ LAUNCHER = '''def {name}(a, b, {extras_sig}{scalars_sig}precision=None, split_k=
         if split_k not in (None, 1):
             raise ValueError(f"{name}: a chain reducing rows across tiles runs without split-K, got {{split_k}}")
         split_k = 1
-        if cuda and BM * BN > 64 * 32 * warps:   # the epilogue holds a second tile (exp's values): at most 64
-            BN, warps = 128, 8                # accumulator values a thread (sm_90: 128 x 256 on 8 warps spills)
     store_cache = ""
     if K <= 32 and not {whole_rows!r}:        # one K step: the output's write is the whole cost (K = 16 on
         BK = max(16, _pow2(K))   # the H100, 2026-12-06: 128 x 128 x 64 tiles 0.72x torch.compile,

@@ -164,32 +164,40 @@ def _names(graph: Graph, nodes: list[int], anchor: int, extras: list[int], scala
 
 
 def tile_lines(graph: Graph, nodes: list[int], anchor: int, extras: list[int], scalars: tuple[int, ...]) -> str:
-    """Epilogue lines of one output tile: its lane values, then partial ``p<j>`` ([BLOCK_M, 1],
-    fp32) of every reduction; a logsumexp's shift is the tile's own max (``r<j>``: 0 where the
-    tile's row is all -inf, so no -inf - -inf)."""
+    """Epilogue lines of one output tile: partial ``p<j>`` ([BLOCK_M, 1], fp32) of every
+    reduction, each right after the lane values only it still needs, so a tile of values (a
+    cross-entropy's target mask) is not held across another reduction: the accumulator's 128
+    values a thread at a 128 x 256 tile on 8 warps leave room for one more tile, not two. A
+    logsumexp's shift is the tile's own max (``r<j>``: 0 where the tile's row is all -inf, so
+    no -inf - -inf)."""
     walk = _Walk(graph, anchor)
+    for nid in nodes:
+        walk.take(nid)
     names = _names(graph, nodes, anchor, extras, scalars)
     part = {n: j for j, n in enumerate(reductions(graph, nodes))}
-    lines = []
-    for nid in nodes:
+    lines: list[str] = []
+
+    def lane(nid: int) -> None:           # nid and the lane values it reads, once, inputs first
         node = graph[nid]
-        if not walk.take(nid) or walk.frame[nid] == "row" and node.op != "reduce":
-            continue                      # row values: the combine kernel's
+        if nid in names or walk.frame.get(nid) != "lane":
+            return
+        for i in node.inputs:
+            lane(i)
         if node.op == "iota":
             names[nid] = "offs_n[None, :]"
-            continue
-        if node.op == "reduce":
-            j = part[nid]
-            lines.append(_reduce_line(node.args["fn"], names[node.inputs[0]], f"p{j}"))
-            if node.args["fn"] == "max":
-                lines.append(f"r{j} = tl.where(p{j} == float('-inf'), 0.0, p{j})")
-            continue
+            return
         if nid in walk.shifted and node.op == "sub":
             expr = f"({names[node.inputs[0]]} - r{part[walk.shifted[nid]]})"
         else:
             expr = node_expr(graph, node, names)
         lines.append(f"v{nid} = {expr}")
         names[nid] = f"v{nid}"
+
+    for nid, j in part.items():
+        lane(graph[nid].inputs[0])
+        lines.append(_reduce_line(graph[nid].args["fn"], names[graph[nid].inputs[0]], f"p{j}"))
+        if graph[nid].args["fn"] == "max":
+            lines.append(f"r{j} = tl.where(p{j} == float('-inf'), 0.0, p{j})")
     return "".join(line + "\n" for line in lines)
 
 
