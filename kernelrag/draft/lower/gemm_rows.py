@@ -142,9 +142,11 @@ def rescaled(graph: Graph, nodes: list[int], anchor: int) -> bool:
     return any(walk.take(n) and n in walk.shifted for n in nodes)
 
 
-def _reduce_line(fn: str, x: str, name: str) -> str:
+def reduce_expr(fn: str, x: str) -> str:
+    """``fn`` over the tile's columns of ``x`` (those past N masked by ``n_ok``), one value a row
+    ([BLOCK_M, 1]); a mean's division is the caller's (by N, or by nothing for a partial)."""
     op = "sum" if fn in ("sum", "mean") else fn
-    return f"{name} = tl.{op}(tl.where(n_ok[None, :], {x}, {_FILL[fn]}), axis=1)[:, None]"
+    return f"tl.{op}(tl.where(n_ok[None, :], {x}, {_FILL[fn]}), axis=1)[:, None]"
 
 
 def reductions(graph: Graph, nodes: list[int]) -> list[int]:
@@ -195,7 +197,7 @@ def tile_lines(graph: Graph, nodes: list[int], anchor: int, extras: list[int], s
 
     for nid, j in part.items():
         lane(graph[nid].inputs[0])
-        lines.append(_reduce_line(graph[nid].args["fn"], names[graph[nid].inputs[0]], f"p{j}"))
+        lines.append(f"p{j} = {reduce_expr(graph[nid].args['fn'], names[graph[nid].inputs[0]])}")
         if graph[nid].args["fn"] == "max":
             lines.append(f"r{j} = tl.where(p{j} == float('-inf'), 0.0, p{j})")
     return "".join(line + "\n" for line in lines)

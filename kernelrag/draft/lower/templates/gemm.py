@@ -78,9 +78,7 @@ def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], 
             x, fn = names[node.inputs[0]], node.args["fn"]
             if not row_reduce or fn not in _ROW_REDUCE:
                 raise ValueError(f"reduction {fn} is not fused here")
-            fill = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')"}[fn]
-            op = "sum" if fn in ("sum", "mean") else fn
-            expr = f"tl.{op}(tl.where(n_ok[None, :], {x}, {fill}), axis=1)[:, None]" + (" / N" if fn == "mean" else "")
+            expr = gemm_rows.reduce_expr(fn, x) + (" / N" if fn == "mean" else "")
         else:
             expr = node_expr(graph, node, names)
         lines.append(f"v{nid} = {expr}")
