@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from kernelrag.draft.lower.lowering import lower, plan_task
+from kernelrag.draft.lower.lowering import lower, plan_task, variant_choices
 from kernelrag.draft.lower.protocol import Region
 from kernelrag.task import load_task
 
@@ -63,9 +63,9 @@ def gemm_regions(src: str) -> list[Region]:
     return [s for s in steps if isinstance(s, Region)]
 
 
-def run(src: str, name: str, before_candidate=None):
+def run(src: str, name: str, before_candidate=None, variants: tuple[str, ...] | None = None):
     """(draft, candidate's output, fp64 reference); ``before_candidate`` runs just before the candidate does."""
-    d = lower(src, name)
+    d = lower(src, name, variants)
     assert d.ok, d.reason
     t = load_task(src, f"{name}_task")
     torch.manual_seed(0)
@@ -106,6 +106,24 @@ def test_the_lm_head_loss_in_16_bits_never_writes_the_logits(monkeypatch):
     assert shapes and not [s for s in shapes if math.prod(s) >= 40 * 1500], shapes
     (parts,) = [s for s in shapes if len(s) == 3]
     assert parts[:2] == (3, 40)                                    # max, its rescaled sum, the target's logit
+
+
+def test_the_product_then_its_rows_races_the_split_epilogue(monkeypatch):
+    """``rows_after``: the same chain as two launches, the product written once and reduced by the
+    row-wise template's kernel; offered only where rows are split across tiles."""
+    combos = variant_choices(CROSS_ENTROPY)
+    assert combos[0] == ("tf32x3",) and ("rows_after",) in combos
+    assert ("rows_after",) not in variant_choices(task("torch.logsumexp(self.head(x), dim=-1)",
+                                                       "    return [torch.randn(5, 64)]", args="x",
+                                                       init_inputs="[64, 100]"))
+    shapes = []
+    empty = torch.empty
+    spy = lambda *size, **kw: shapes.append(tuple(size[0]) if len(size) == 1 else size) or empty(*size, **kw)
+    d, out, ref = run(CROSS_ENTROPY, "rows_after", lambda: monkeypatch.setattr(torch, "empty", spy),
+                      variants=("rows_after",))
+    assert "unfused_row_reduction" in d.transformations and "split_row_epilogue" not in d.transformations
+    torch.testing.assert_close(out.double(), ref, rtol=1e-5, atol=1e-5)
+    assert (40, 1500) in shapes                                    # the product, written once
 
 
 def test_a_softmax_over_wide_rows_is_not_split():

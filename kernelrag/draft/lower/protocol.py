@@ -34,7 +34,8 @@ VARIANT_TRANSFORMATION = {"registers": "row_in_registers", "looped": "recompute_
                           "three_pass": "separate_passes_l2", "coop": "cooperative_rows", "piped": "pipelined_rows",
                           "block1024": "elementwise_fusion",
                           "direct": "direct_convolution", "ieee": "ieee_fp32_dot",
-                          "per_channel": "per_channel_hoisting", "hoisted": "broadcast_hoisting"}
+                          "per_channel": "per_channel_hoisting", "hoisted": "broadcast_hoisting",
+                          "rows_after": "unfused_row_reduction"}
 
 
 @dataclass

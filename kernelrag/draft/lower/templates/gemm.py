@@ -32,6 +32,7 @@ from kernelrag.draft.lower.gemm_kernels import tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
 from kernelrag.draft.lower.ir import Graph, Node, broadcast
 from kernelrag.draft.lower.protocol import Emitted, Region, register
+from kernelrag.draft.lower.templates.rowwise import ROWWISE
 
 MAX_ROW = 1024          # widest row a fused reduction holds in one tile (the launcher's limit)
 WIDE_ROW = 128          # past this N, the tile that spans a row is thin (BLOCK_M = 8192 // N) ...
@@ -120,11 +121,13 @@ class GemmTemplate:
     ``STORE_BOUND_K``: the store bounds such a product), so the graph's evidence for each
     transformation orders them; without evidence a check that 3xTF32 fails is tried next on
     bf16x6 before the slow path. 16-bit tasks take ``tensor_cores`` (bf16/fp16 operands
-    straight to the MMA, fp32 accumulation)."""
+    straight to the MMA, fp32 accumulation). Where the region reduces rows across tiles
+    (``gemm_rows``), ``rows_after`` is the race's other entrant: the product written at the
+    default precision, then the row-wise template's kernel over it (``_rows_after``)."""
     name = "gemm"
     family = "gemm"
     single_output = True     # the launcher writes the region's last value only (see ``partition``)
-    variants = ("tf32x3", "bf16x6", "ieee", "tensor_cores")
+    variants = ("tf32x3", "bf16x6", "ieee", "tensor_cores", "rows_after")
     fp32_variants = ("tf32x3", "bf16x6", "ieee")
 
     def default_variant(self, graph: Graph, region: Region) -> str:
@@ -198,7 +201,9 @@ class GemmTemplate:
     def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
         if variant not in self.variants:
             return f"gemm has no variant {variant!r} ({', '.join(self.variants)})"
-        if variant != "tensor_cores" and not fp32_task(graph):
+        if variant == "rows_after" and region.state.get("split") is None:
+            return "no rows reduced across tiles: nothing to move after the product"
+        if variant != "tensor_cores" and variant != "rows_after" and not fp32_task(graph):
             return f"the task computes in 16-bit floats: its GEMMs take the tensor cores directly ({variant} is " \
                    "an fp32 path)"
         if variant == "tensor_cores" and fp32_task(graph):
@@ -210,6 +215,8 @@ class GemmTemplate:
         return None
 
     def emit(self, graph: Graph, region: Region, variant: str, name: str) -> Emitted:
+        if variant == "rows_after":
+            return self._rows_after(graph, region, name)
         anchor = graph[region.state["anchor"]]
         a, b = anchor.inputs
         later = region.nodes[region.nodes.index(anchor.id) + 1:]
@@ -259,6 +266,41 @@ class GemmTemplate:
         return Emitted(kernels=kernels, launcher=launcher + "\n\n" + wrapper(
             name, spec.name, region.loads, [a, b], extras, f"{ops} (GEMM template)", scalars),
             launcher_name=name, transformations=trans, doc=doc)
+
+    def _rows_after(self, graph: Graph, region: Region, name: str) -> Emitted:
+        """The split-row region as two launches: the product at the task's default precision
+        (written once), then the row-wise template's default kernel over its rows. The split
+        epilogue saves the product's round trip (512 MB of bf16 logits at the suite's lm head,
+        about 0.2 ms on an H200) but adds an exp a product element to every tile; which is faster
+        is the GPU's answer, so the two race."""
+        anchor, chain = region.state["anchor"], region.nodes[1:]
+        rows = Region(template=ROWWISE)
+        first = next(n for n in chain if graph[n].op == "reduce")
+        ROWWISE.absorbs(graph, rows, graph[first])          # the row frame: the domain and reduced dims
+        rows.state["frames"].pop(first)
+        for nid in chain:
+            if not ROWWISE.absorbs(graph, rows, graph[nid]):
+                raise ValueError(f"the row-wise template does not take {graph[nid].label()} after the product")
+            rows.nodes.append(nid)
+        inside = set(chain)
+        rows.loads = list(dict.fromkeys(i for n in chain for i in graph[n].inputs
+                                        if i not in inside and graph[i].op != "const"))
+        rows.outputs = [chain[-1]]
+        product = Region(template=self, nodes=[anchor], domain=region.domain,
+                         state={**region.state, "split": None}, outputs=[anchor],
+                         loads=[i for i in region.loads if i in graph[anchor].inputs])
+        mm = self.emit(graph, product, self.default_variant(graph, product), f"{name}_mm")
+        red = ROWWISE.emit(graph, rows, ROWWISE.default_variant(graph, rows), f"{name}_rows")
+        param = {i: f"x{k}" for k, i in enumerate(region.loads)} | {anchor: "y"}
+        ops = " > ".join(dict.fromkeys(graph[n].origin or graph[n].op for n in region.nodes))
+        wrap = (f"def {name}({', '.join(f'x{k}' for k in range(len(region.loads)))}):\n"
+                f'    """{ops}: the product, then its rows (GEMM template, rows_after)"""\n'
+                f"    y, = {name}_mm({', '.join(param[i] for i in product.loads)})\n"
+                f"    return {name}_rows({', '.join(param[i] for i in rows.loads)})\n")
+        trans = list(dict.fromkeys(mm.transformations + red.transformations + ["unfused_row_reduction"]))
+        return Emitted(kernels=mm.kernels + [k for k in red.kernels if k not in mm.kernels],
+                       launcher=mm.launcher + "\n\n" + red.launcher + "\n\n" + wrap, launcher_name=name,
+                       transformations=trans, doc=f"{mm.doc} Then: {red.doc}")
 
 
 register(GemmTemplate(), 20)
