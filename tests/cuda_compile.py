@@ -82,6 +82,20 @@ def record(module: types.ModuleType, execute: bool = True) -> list[dict]:
     return seen
 
 
+def launches_of(task_source: str, draft_source: str, path: str | None = None, name: str = "cand") -> list[dict]:
+    """The launches a draft makes on its task's inputs, recorded without running a program
+    (``record(..., execute=False)``): the draft loaded (written to ``path`` when the launches go
+    on to ``compile_launches``, which reads a kernel's text from its file), the task loaded, its
+    ``ModelNew`` built from ``get_init_inputs()`` and called on ``get_inputs()``."""
+    from kernelrag.task import load_task
+
+    cand = load(draft_source, path) if path else load_task(draft_source, name)
+    launches = record(cand, execute=False)
+    task = load_task(task_source, f"{name}_task")
+    cand.ModelNew(*task.get_init_inputs())(*task.get_inputs())
+    return launches
+
+
 RESULT_MARK = "@@compiled "
 _server: dict[str, Any] = {}      # the compile process kept for this pytest run: proc, env, errlog
 

@@ -143,7 +143,7 @@ def test_the_column_kernels_compile_for_sm90(tmp_path):
     """Single stage, partials and combine (sum with a fused epilogue, argmax), and the row
     fallback, as Triton's code generator sees them."""
     pytest.importorskip("triton.backends.nvidia")
-    from cuda_compile import compile_launches, load, record
+    from cuda_compile import compile_launches, launches_of
 
     cases = [task("torch.argmax(x, dim=1)", inputs=SPLIT), task("torch.argmin(x, dim=1)", inputs=SINGLE),
              task("torch.tanh((x * self.w).sum(dim=(0, 1)) * 0.5)", body="self.w = nn.Parameter(torch.randn(40))",
@@ -155,10 +155,7 @@ def test_the_column_kernels_compile_for_sm90(tmp_path):
         d = lower(src, f"c{k}")
         assert d.ok and "[column]" in d.reason, d.reason
         path = tmp_path / f"c{k}.py"
-        cand = load(d.source, str(path))
-        seen = record(cand, execute=False)
-        t = load_task(src, f"t{k}")
-        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        seen = launches_of(src, d.source, str(path), f"c{k}")
         kernels |= {launch["kernel"] for launch in seen}
         modules.append((str(path), seen))
     assert {"rowwise_0_kernel", "rowwise_0_partial_kernel", "rowwise_0_combine_kernel",

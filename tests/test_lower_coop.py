@@ -105,18 +105,14 @@ def test_a_group_norm_picks_its_lane_offsets_at_launch(tmp_path, channels, hw, w
     """The activation's reduced dims form one run (offset r); the weight and bias, broadcast over
     the spatial dims, are one load a chunk where every chunk lies inside one channel (128 x 128
     pixels a channel, chunks of 8192) and per lane where chunks straddle channels (100 x 100)."""
-    from cuda_compile import load, record
-    from kernelrag.task import load_task
+    from cuda_compile import launches_of
 
     src = task("self.gn(x)", body=f"self.gn = nn.GroupNorm(4, {channels})", dims=FEW_LONG,
                inputs=f"torch.randn(2, {channels}, {hw}, {hw})")
     d = lower(src, "gn", ("coop",))
     assert d.ok, d.reason
     assert_close(*run_both(src, d.source), rtol=1e-3, atol=1e-4)
-    cand = load(d.source, str(tmp_path / "gn.py"))
-    launches = record(cand, execute=False)            # the launch's flags: no program runs
-    t = load_task(src, "t_gn")
-    cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+    launches = launches_of(src, d.source, name="gn")   # the launch's flags: no program runs
     flags = launches[0]["kwargs"]
     assert (flags["IN0_FLAT"], flags["IN0_CHUNK"], flags["OUT0_FLAT"]) == (True, False, True)
     assert flags["IN1_CHUNK"] is flags["IN2_CHUNK"] is weight_once_a_chunk

@@ -13,7 +13,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from pathlib import Path
 
 import pytest
-import torch
 
 from kernelrag.draft.lower.lowering import lower, variant_choices
 from test_lower import assert_close, run_both, task
@@ -86,18 +85,13 @@ def test_few_loop_steps_or_a_small_plane_are_not_worth_a_round():
 def test_the_loop_steps_keep_the_grid_within_its_second_dim():
     """600,000 rows of a 4-lane plane: eight steps a program would need 75,000 programs along the
     grid's second dim (at most 65,535), so each takes ten. The launch is recorded, not run."""
-    from cuda_compile import record
-    from kernelrag.task import load_task
+    from cuda_compile import launches_of
 
     src = task("x + b", args="x, b", inputs="torch.empty(batch_size, dim), torch.empty(dim)",
                dims="batch_size = 600000\ndim = 4")
     d = lower(src, "wide", ("hoisted",))
     assert d.ok, d.reason
-    cand = load_task(d.source, "wide_cand")
-    seen = record(cand, execute=False)
-    t = load_task(src, "wide_task")
-    cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
-    (launch,) = seen
+    (launch,) = launches_of(src, d.source, name="wide")
     n_outer, steps = launch["args"][-2:]
     assert (n_outer, steps, launch["kwargs"]["BLOCK"]) == (600000, 10, 128), launch
 

@@ -77,19 +77,13 @@ def test_the_rows_copied_ahead_fit_shared_memory(args, inputs, stages):
     """CONFIGS[0] asks for three stages at 32 warps: two rows copied ahead, 128 KB at 16384 fp32
     for one streamed operand (a layer norm's x); with two fp32 operands (a softmax of x + r) that
     would be 256 KB, so two stages run. The launch is recorded, not run."""
-    from cuda_compile import record
-
-    from kernelrag.task import load_task
+    from cuda_compile import launches_of
 
     src = task("self.ln(x)" if args == "x" else "torch.softmax(x + r, dim=-1)", body="self.ln = nn.LayerNorm(dim)", args=args,
                inputs=inputs, dims="batch_size = 2048\ndim = 16384")
     d = lower(src, "clamp", ("piped",))
     assert d.ok, d.reason
-    cand = load_task(d.source, "clamp_cand")
-    seen = record(cand, execute=False)
-    t = load_task(src, "clamp_task")
-    cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
-    (launch,) = seen
+    (launch,) = launches_of(src, d.source, name="clamp")
     assert (launch["kwargs"]["BLOCK_R"], launch["kwargs"]["STAGES"]) == (16384, stages), launch
 
 

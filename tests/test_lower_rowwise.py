@@ -124,18 +124,14 @@ def compile_cases(cases: list[tuple[str, tuple[str, ...]]], tmp_path, adjust=Non
     """Each (task source, variants) lowered, its launches recorded under the interpreter (no
     program runs; ``adjust`` may rewrite them) and compiled for sm_90: the results of
     ``cuda_compile.compile_launches``."""
-    from cuda_compile import compile_launches, load, record
-    from kernelrag.task import load_task
+    from cuda_compile import compile_launches, launches_of
 
     modules = []
     for k, (src, combo) in enumerate(cases):
         d = lower(src, f"c{k}", combo)
         assert d.ok, d.reason
         path = tmp_path / f"c{k}.py"
-        cand = load(d.source, str(path))
-        launches = record(cand, execute=False)
-        t = load_task(src, f"t{k}")
-        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        launches = launches_of(src, d.source, str(path), f"c{k}")
         modules.append((str(path), adjust(launches) if adjust else launches))
     return compile_launches(modules)
 
@@ -183,17 +179,13 @@ def test_max_min_and_their_indices_keep_torchs_nan_and_tie_rules(op, dims):
 @pytest.mark.slow
 def test_the_nan_keeping_reductions_compile_for_sm90(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
-    from cuda_compile import compile_launches, load, record
+    from cuda_compile import compile_launches, launches_of
 
     modules = []
     for op, dims in (("amax", "batch_size = 4\ndim = 3000"), ("argmin", LONG), ("amin", "batch_size = 2\ndim = 70000")):
         src = task(f"x.{op}(dim=-1)", dims=dims, inputs=NANS_AND_TIES)
         path = str(tmp_path / f"{op}.py")
-        cand = load(lower(src, op).source, path)
-        launches = record(cand, execute=False)
-        t = load(src, str(tmp_path / f"{op}_task.py"))
-        cand.ModelNew()(*t.get_inputs())
-        modules.append((path, launches))
+        modules.append((path, launches_of(src, lower(src, op).source, path, op)))
     results = compile_launches(modules)
     assert len(results) >= 4 and all(r["ok"] for r in results), [r["error"] for r in results if not r["ok"]]
 
@@ -216,20 +208,12 @@ def test_long_rows_loop_at_16_warps_or_more_so_the_rows_in_flight_fit_in_l2(dims
     """At 4 warps an H200 SM holds 16 programs: rows of 16384 fp32 then overflow L2 before their
     second read (layer and RMS norm at 57-63% of the roofline, 2026-12-02); rows of 32768 run
     two 32-warp programs an SM (the survey of 2026-12-05)."""
-    import tempfile
-
-    from cuda_compile import load, record
-    from kernelrag.task import load_task
+    from cuda_compile import launches_of
 
     src = task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims=dims)
     d = lower(src, "ln", ("looped",))
     assert d.ok, d.reason
-    with tempfile.TemporaryDirectory() as folder:
-        cand = load(d.source, os.path.join(folder, "cand_ln.py"))
-        launches = record(cand, execute=False)
-        t = load_task(src, "ln_task")
-        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
-    [launch] = launches
+    [launch] = launches_of(src, d.source, name="ln")
     assert launch["options"]["num_warps"] == warps and launch["kwargs"]["BLOCK_R"] == block, launch
 
 
@@ -282,8 +266,7 @@ def test_rows_stay_in_registers_while_their_operands_fit(expr, body, dim, held):
 def test_the_longest_rows_held_compile_for_sm90_without_spills(tmp_path):
     """ptxas for sm_90: the rows row_limit keeps in registers fit 128 registers a thread."""
     pytest.importorskip("triton.backends.nvidia")
-    from cuda_compile import compile_launches, load, record
-    from kernelrag.task import load_task
+    from cuda_compile import compile_launches, launches_of
 
     cases = [task("torch.softmax(x * 0.125, dim=-1)", dims="batch_size = 2\ndim = 16384"),
              task("self.ln(x)", body="self.ln = nn.LayerNorm(dim)", dims="batch_size = 2\ndim = 16384")]
@@ -292,10 +275,7 @@ def test_the_longest_rows_held_compile_for_sm90_without_spills(tmp_path):
         d = lower(src, f"held{k}", ("registers",))
         assert "row_in_registers" in d.transformations
         path = tmp_path / f"held{k}.py"
-        cand = load(d.source, str(path))
-        launches = record(cand, execute=False)
-        t = load_task(src, f"held_task{k}")
-        cand.ModelNew(*t.get_init_inputs())(*t.get_inputs())
+        launches = launches_of(src, d.source, str(path), f"held{k}")
         assert launches[0]["options"]["num_warps"] == 16 and launches[0]["kwargs"]["ROW_IN_REGISTERS"]
         modules.append((str(path), launches))
     results = compile_launches(modules)
