@@ -1,6 +1,7 @@
 # Two commands for a fresh clone:
 #   make setup   create .venv, install (CPU torch pinned first), ingest corpus/ + skills/, ask a first question
-#   make test    run the test suite (installs first if needed), WORKERS=2 processes (WORKERS=0: one)
+#   make test    run the test suite (installs first if needed), WORKERS=2 processes (WORKERS=0: one);
+#                the 15 slowest tests are listed last, where CI's time goes
 #   make floors  install pyproject's lowest admitted versions in a throwaway venv and run the API tests
 PYTHON ?= python3
 VENV   ?= .venv
@@ -29,7 +30,7 @@ setup: install
 	$(BIN)/kernelrag ask "how do I avoid shared memory bank conflicts"
 
 test: install
-	$(BIN)/python -m pytest -q -n $(WORKERS)
+	$(BIN)/python -m pytest -q -n $(WORKERS) --durations=15
 
 floors:
 	PYTHON=$(PYTHON) bash .ci/floors

@@ -27,12 +27,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelrag.draft.lower.lowering import lower, variant_choices  # noqa: E402
-from kernelrag.memory.graph_query import outcome_from_verdict  # noqa: E402
+from kernelrag.bench.variants import verify_rows, versions  # noqa: E402
 from kernelrag.config import load_settings  # noqa: E402
+from kernelrag.draft.lower.lowering import lower, variant_choices  # noqa: E402
 from kernelrag.memory.graph import ReasoningGraph  # noqa: E402
-from kernelrag.memory.writeback import evidence_record, record_evidence  # noqa: E402
-from kernelrag.patterns import op_pattern  # noqa: E402
+from kernelrag.memory.writeback import record_evidence  # noqa: E402
 
 CONV_VARIANTS = ("implicit_gemm", "channels_last", "direct")
 TASKS = sorted(p for p in (ROOT / "bench" / "tasks").glob("*.py") if "conv" in p.stem)
@@ -119,35 +118,9 @@ def main(argv: list[str] | None = None) -> int:
                     help="each implicit-GEMM draft also with the conv table's 128 x 64 tile on 8 warps")
     args = ap.parse_args(argv)
     tasks = [t for t in TASKS if not args.only or t.stem in args.only]
-    from kernelrag.verify import VerifySession
-
     t0 = time.perf_counter()
     rows = drafts(tasks, Path(tempfile.mkdtemp(prefix="conv-variants-")), warps8=args.warps8)
-    todo = [r for r in rows if r["draft_ok"]]
-    with VerifySession(device=args.device) as session:
-        for r in todo:
-            session.prefetch(Path(r["path"]).read_text())
-        verdicts = session.verify_pairs([(r["path"], r["candidate"]) for r in todo], errors="return")
-    records = []
-    for row, v in zip(todo, verdicts):
-        if isinstance(v, Exception):
-            row.update(status="verify-raised", error=str(v)[:300])
-            continue
-        d = v.to_dict()
-        row.update({k: d.get(k) for k in ("status", "reason", "speedup_vs_eager", "speedup_vs_compile",
-                                          "frac_roofline", "achieved_tflops", "precision", "compile_source")})
-        for key in ("kernel_ms", "eager_ms", "compile_ms"):
-            t = d.get(key) or {}
-            row[key] = t.get("median_ms") if isinstance(t, dict) else t
-            row[key.replace("_ms", "_iqr_ms")] = t.get("iqr_ms") if isinstance(t, dict) else None
-            row[key.replace("_ms", "_trials")] = t.get("trials") if isinstance(t, dict) else None
-        outcome = outcome_from_verdict(d)
-        if outcome is not None and row.get("transformations"):
-            records.append(evidence_record(d, pattern=op_pattern(row["path"]).signature,
-                                           transformations=row["transformations"], outcome=outcome,
-                                           log_id=f"conv-variants/{row['task']}/{'_'.join(row['variants'])}",
-                                           detail=f"conv layout A/B: {row['conv']} on {row['task']}",
-                                           variant="_".join(row["variants"])))
+    records = verify_rows(rows, args.device, "conv-variants", lambda r: f"conv layout A/B: {r['conv']} on {r['task']}")
     if records and not args.no_record:
         record_evidence(ReasoningGraph(load_settings()), records)
     ratios = {}          # per task: implicit GEMM time / channels-last time, the other variants equal
@@ -159,7 +132,7 @@ def main(argv: list[str] | None = None) -> int:
     split_ratios, wide_ratios = flag_ratios(timed, "split_weight"), flag_ratios(timed, "warps8")
     report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
               "machine": {"platform": platform.platform(), "python": platform.python_version()},
-              "versions": _versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
+              "versions": versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
               "channels_last_speedup": ratios,
               "channels_last_speedup_geomean": statistics.geometric_mean(ratios.values()) if ratios else None,
               "split_weight_speedup": split_ratios,
@@ -180,13 +153,6 @@ def main(argv: list[str] | None = None) -> int:
     print(f"wrote {args.out} ({report['wall_s']} s)")
     return 0
 
-
-def _versions() -> dict:
-    import torch
-    import triton
-
-    gpu = torch.cuda.get_device_name() if torch.cuda.is_available() else None
-    return {"torch": torch.__version__, "triton": triton.__version__, "gpu": gpu}
 
 
 if __name__ == "__main__":

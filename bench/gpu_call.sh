@@ -9,7 +9,8 @@
 # (bench/isolation_starts.py: a sandboxed worker's start step by step), bf16gemm
 # (bench/bf16_gemm.py: bf16 GEMM designs side by side), verifygpu
 # (bench/verify_gpu.py: every hack fixture on the GPU, direct and through the verifier), convab
-# (bench/conv_variants.py: the conv template's layouts side by side), rowcfg
+# (bench/conv_variants.py: the conv template's layouts side by side), rowsplit (bench/row_split_ab.py: the
+# split-row GEMM epilogue against the product then its rows), rowcfg
 # (bench/rowwise_configs.py: the row-wise kernels' long-row configurations beside torch.compile), profile
 # (bench/profile_tasks.py: the memory-bound losers' drafts under ncu), inductor
 # (bench/inductor_kernels.py: torch.compile's kernels' text), coop (bench/coop_rows.py: cooperative
@@ -84,6 +85,9 @@ for step in "$@"; do
     rowcfg)     # ROWCFG_TASKS="a b c" names the tasks (default: rowwise_configs.py's losers)
                 timeout "$secs" python3 bench/rowwise_configs.py --out "$work/rowwise-configs-$gpu-$day.json" \
                   --budget-s $(start_budget "$secs") ${ROWCFG_TASKS:-} 2>&1 | tail -30 ;;
+    rowsplit)   # ROWSPLIT_ARGS: more options (--only a b)
+                timeout "$secs" python3 bench/row_split_ab.py --device cuda --out "$work/row-split-$gpu-$day-$(date +%H%M).json" \
+                  ${ROWSPLIT_ARGS:-} 2>&1 | tail -20 ;;
     convab)     # CONVAB_ARGS: more options (--warps8: the 128 x 64 conv tile on 8 warps too; --only a b)
                 timeout "$secs" python3 bench/conv_variants.py --device cuda --out "$work/conv-variants-$gpu-$day-$(date +%H%M).json" \
                   ${CONVAB_ARGS:-} 2>&1 | tail -40 ;;

@@ -198,3 +198,21 @@ def test_the_split_row_kernels_compile_for_sm90(tmp_path):
     assert not bad, bad
     usage = {r["kernel"]: (r.get("registers"), r["spill_bytes"]) for r in results}
     assert (usage["gemm_0_gemm_tma_kernel"][1] or 0) <= 64 and usage["gemm_0_gemm_rows_kernel"][1] in (0, None), usage
+
+
+def test_the_ab_bench_pairs_each_split_task_with_its_rows_after_draft(tmp_path):
+    """``bench/row_split_ab.py`` finds the suite's split-row tasks and drafts each twice: the default
+    (split epilogue) and ``rows_after``. Its verification runs on a GPU (``kernelrag.bench.variants``)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("row_split_ab", Path(__file__).parents[1] / "bench" / "row_split_ab.py")
+    ab = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ab)
+    tasks = ab.split_tasks(SUITE)
+    assert [t.stem for t in tasks] == ["linear_bias_logsumexp", "linear_cross_entropy_bf16"]
+    rows = ab.drafts(tasks[1:], tmp_path)
+    assert [(r["variants"], r["split"], r["draft_ok"]) for r in rows] == [
+        (["tensor_cores"], True, True), (["rows_after"], False, True)]
+    assert "split_row_epilogue" in rows[0]["transformations"]
+    assert "unfused_row_reduction" in rows[1]["transformations"]
+    assert all(Path(r["candidate"]).is_file() for r in rows)
