@@ -48,7 +48,8 @@ CROSS_ENTROPY = task("F.cross_entropy(self.head(x), t, reduction='none')",
 # verifier declines to check them on a CPU); the bf16 kernels are compiled for sm_90 below
 CROSS_ENTROPY_FP16 = task("F.cross_entropy(self.head(x), t, reduction='none')",
                           TARGETS + "    return [torch.randn(40, 640, dtype=torch.float16), t]",
-                          body="self.head = nn.Linear(h, v, bias=False, dtype=torch.float16)", init_inputs="[640, 1500]")
+                          body="self.head = nn.Linear(h, v, bias=False, dtype=torch.float16)",
+                          init_inputs="[640, 1500]")
 # a 3-D input folds into M; the bias joins the tile, the mean and the max are combined partials
 LOGSUMEXP_3D = task("(lambda y: torch.logsumexp(y, dim=-1) * 0.5 + y.amax(dim=-1))(self.head(x))",
                     "    return [torch.randn(3, 7, 64) * 3.0]", body="self.head = nn.Linear(h, v)", args="x",
@@ -205,7 +206,8 @@ def test_the_ab_bench_pairs_each_split_task_with_its_rows_after_draft(tmp_path):
     (split epilogue) and ``rows_after``. Its verification runs on a GPU (``kernelrag.bench.variants``)."""
     import importlib.util
 
-    spec = importlib.util.spec_from_file_location("row_split_ab", Path(__file__).parents[1] / "bench" / "row_split_ab.py")
+    path = Path(__file__).parents[1] / "bench" / "row_split_ab.py"
+    spec = importlib.util.spec_from_file_location("row_split_ab", path)
     ab = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(ab)
     tasks = ab.split_tasks(SUITE)

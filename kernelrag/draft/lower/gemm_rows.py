@@ -55,7 +55,9 @@ class _Walk:
         outside = [i for i in node.inputs if i not in self.frame]
         for i in outside:
             src = g[i]
-            if src.op not in ("const", "scalar") and (src.kind not in _OPERAND_KINDS or not _fits(src.shape, self.domain)):
+            if src.op in ("const", "scalar"):
+                continue
+            if src.kind not in _OPERAND_KINDS or not _fits(src.shape, self.domain):
                 return False
         if node.op == "squeeze_row":
             ok = (self.frame.get(node.inputs[0]) == "row" and g[node.inputs[0]].shape == self.row

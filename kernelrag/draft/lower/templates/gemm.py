@@ -244,7 +244,8 @@ class GemmTemplate:
             epilogue=epilogue, extra_rows=extra_rows, extra_ints=extra_ints, whole_rows=reduced,
             row_out=row_out or bool(split), row_partials=len(gemm_rows.reductions(graph, later)) if split else 0,
             combine=combine,
-            squeeze_rows=last.op == "squeeze_row" or bool(split) and last.shape == domain[:-1], out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
+            squeeze_rows=last.op == "squeeze_row" or bool(split) and last.shape == domain[:-1],
+            out_tri=Tri(tri.args["form"], tri.args["diagonal"]) if tri else None,
             vector=region.state["vector_b"] or (len(graph[b].shape) >= 2 and graph[b].shape[-1] == 1),
             n_scalar=len(scalars),
             doc=f"{region.describe(graph)} as one tiled GEMM with its epilogue fused",
@@ -259,7 +260,8 @@ class GemmTemplate:
         if split and gemm_rows.rescaled(graph, later, anchor.id):
             trans.append("online_softmax")       # a logsumexp's tiles merged by their maxima
         if not fp32_task(graph):      # 16-bit operands: no 3xTF32 split, the tensor cores take them as they are
-            fp32_only = ("tf32x3", "k_major_operands", "bf16x6", "compensated_summation", "ieee_fp32_dot")
+            fp32_only = ("tf32x3", "k_major_operands", "tf32_split_pass", "bf16x6", "compensated_summation",
+                         "ieee_fp32_dot")
             trans = [t for t in trans if t not in fp32_only] + ["tensor_cores"]
             if tma_eligible(spec):    # on CUDA the persistent TMA kernel runs it (gemm_kernels.py)
                 trans += ["tma_loads", "persistent_kernel"]
