@@ -15,9 +15,6 @@ the generate loop's ranking learns the layout.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import statistics
 import sys
 import tempfile
@@ -27,7 +24,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelrag.bench.variants import verify_rows, versions  # noqa: E402
+from kernelrag.bench.variants import arguments, report_head, verify_rows, write_report  # noqa: E402
 from kernelrag.config import load_settings  # noqa: E402
 from kernelrag.draft.lower.lowering import lower, variant_choices  # noqa: E402
 from kernelrag.memory.graph import ReasoningGraph  # noqa: E402
@@ -109,11 +106,7 @@ def flag_ratios(timed: dict, flag: str) -> dict[str, float]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--no-record", action="store_true", help="do not write the evidence into the reasoning graph")
-    ap.add_argument("--only", nargs="*", default=[], help="task names (default: every suite task with a conv)")
+    ap = arguments(__doc__.splitlines()[0], "every suite task with a conv")
     ap.add_argument("--warps8", action="store_true",
                     help="each implicit-GEMM draft also with the conv table's 128 x 64 tile on 8 warps")
     args = ap.parse_args(argv)
@@ -130,10 +123,7 @@ def main(argv: list[str] | None = None) -> int:
         if "channels_last" in combo and not {"split_weight", "warps8"} & set(combo) and (task, other) in timed:
             ratios[f"{task} ({'+'.join(combo)})"] = timed[(task, other)] / ms
     split_ratios, wide_ratios = flag_ratios(timed, "split_weight"), flag_ratios(timed, "warps8")
-    report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
-              "machine": {"platform": platform.platform(), "python": platform.python_version()},
-              "versions": versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
-              "channels_last_speedup": ratios,
+    report = {**report_head(args.device, t0, rows), "channels_last_speedup": ratios,
               "channels_last_speedup_geomean": statistics.geometric_mean(ratios.values()) if ratios else None,
               "split_weight_speedup": split_ratios,
               "split_weight_speedup_geomean": (statistics.geometric_mean(split_ratios.values())
@@ -141,11 +131,7 @@ def main(argv: list[str] | None = None) -> int:
               "warps8_speedup": wide_ratios,
               "warps8_speedup_geomean": statistics.geometric_mean(wide_ratios.values()) if wide_ratios else None,
               "evidence_records": len(records)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    for r in rows:
-        print(f"{r['task']:<34} {'+'.join(r['variants']):<28} {r.get('status', r.get('reason', ''))!s:<12} "
-              f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
+    write_report(report, args.out)
     print(f"channels-last / implicit GEMM, kernel time ratio (>1: channels-last faster): {ratios}")
     print(f"weight split / not, kernel time ratio (>1: split faster): {split_ratios}")
     if wide_ratios:

@@ -13,9 +13,6 @@ loop's ranking learns which of the two wins.
 """
 from __future__ import annotations
 
-import argparse
-import json
-import platform
 import sys
 import tempfile
 import time
@@ -24,7 +21,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from kernelrag.bench.variants import verify_rows, versions  # noqa: E402
+from kernelrag.bench.variants import arguments, report_head, verify_rows, write_report  # noqa: E402
 from kernelrag.config import load_settings  # noqa: E402
 from kernelrag.draft.lower.lowering import lower, plan_task, variant_choices  # noqa: E402
 from kernelrag.draft.lower.protocol import Region  # noqa: E402
@@ -65,12 +62,8 @@ def drafts(tasks: list[Path], folder: Path) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
-    ap.add_argument("--out", type=Path, required=True)
-    ap.add_argument("--no-record", action="store_true", help="do not write the evidence into the reasoning graph")
+    ap = arguments(__doc__.splitlines()[0], "every task with split rows")
     ap.add_argument("--tasks", type=Path, default=ROOT / "bench" / "tasks", help="folder of tasks")
-    ap.add_argument("--only", nargs="*", default=[], help="task names (default: every task with split rows)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     tasks = [t for t in split_tasks(args.tasks) if not args.only or t.stem in args.only]
@@ -82,15 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     timed = {(r["task"], r["split"]): r["kernel_ms"] for r in rows if r.get("kernel_ms")}
     ratios = {task: timed[(task, False)] / ms for (task, split), ms in timed.items()   # >1: the split is faster
               if split and (task, False) in timed}
-    report = {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": args.device,
-              "machine": {"platform": platform.platform(), "python": platform.python_version()},
-              "versions": versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows,
-              "split_speedup": ratios, "evidence_records": len(records)}
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(report, indent=2, default=str) + "\n")
-    for r in rows:
-        print(f"{r['task']:<30} {'+'.join(r['variants']):<14} {r.get('status', r.get('reason', ''))!s:<12} "
-              f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
+    report = {**report_head(args.device, t0, rows), "split_speedup": ratios, "evidence_records": len(records)}
+    write_report(report, args.out)
     print(f"rows_after / split, kernel time ratio (>1: the split epilogue faster): {ratios}")
     print(f"wrote {args.out} ({report['wall_s']} s)")
     return 0

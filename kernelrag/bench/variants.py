@@ -10,6 +10,10 @@ GEMM epilogue against the product then its rows).
 """
 from __future__ import annotations
 
+import argparse
+import json
+import platform
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -51,6 +55,32 @@ def verify_rows(rows: list[dict], device: str, log_prefix: str, detail: Callable
                                            log_id=f"{log_prefix}/{row['task']}/{'_'.join(row['variants'])}",
                                            detail=detail(row), variant="_".join(row["variants"])))
     return records
+
+
+def arguments(description: str, only: str) -> argparse.ArgumentParser:
+    """The options every A/B script takes: ``--device``, ``--out``, ``--no-record``, ``--only``."""
+    ap = argparse.ArgumentParser(description=description)
+    ap.add_argument("--device", default="cuda", choices=("cuda", "cpu"))
+    ap.add_argument("--out", type=Path, required=True)
+    ap.add_argument("--no-record", action="store_true", help="do not write the evidence into the reasoning graph")
+    ap.add_argument("--only", nargs="*", default=[], help=f"task names (default: {only})")
+    return ap
+
+
+def report_head(device: str, t0: float, rows: list[dict]) -> dict:
+    """A results file's common fields: when, where (machine, versions, GPU), how long, the rows."""
+    return {"date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()), "device": device,
+            "machine": {"platform": platform.platform(), "python": platform.python_version()},
+            "versions": versions(), "wall_s": round(time.perf_counter() - t0, 1), "rows": rows}
+
+
+def write_report(report: dict, out: Path) -> None:
+    """The results file, then one line a row: task, variants, status, kernel time, x torch.compile."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(report, indent=2, default=str) + "\n")
+    for r in report["rows"]:
+        print(f"{r['task']:<34} {'+'.join(r['variants']):<28} {r.get('status', r.get('reason', ''))!s:<12} "
+              f"kernel {r.get('kernel_ms') or 0:7.3f} ms  compile x{r.get('speedup_vs_compile') or 0:.2f}")
 
 
 def versions() -> dict:
