@@ -24,18 +24,11 @@ write the two halves.
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import is_elementwise, literal, node_expr
-from kernelrag.draft.lower.ir import Graph, broadcast
+from kernelrag.draft.lower.ir import Graph, fits
 
 FNS = ("sum", "mean", "max", "min")
 _FILL = {"sum": "0.0", "mean": "0.0", "max": "float('-inf')", "min": "float('inf')"}
 _OPERAND_KINDS = ("float", "index", "bool")
-
-
-def _fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
-    try:
-        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
-    except ValueError:
-        return False
 
 
 class _Walk:
@@ -57,7 +50,7 @@ class _Walk:
             src = g[i]
             if src.op in ("const", "scalar"):
                 continue
-            if src.kind not in _OPERAND_KINDS or not _fits(src.shape, self.domain):
+            if src.kind not in _OPERAND_KINDS or not fits(src.shape, self.domain):
                 return False
         if node.op == "squeeze_row":
             ok = (self.frame.get(node.inputs[0]) == "row" and g[node.inputs[0]].shape == self.row
@@ -79,7 +72,7 @@ class _Walk:
         if node.shape in (self.row, self.squeezed):   # a row value: from row values and per-row operands
             kept = node.shape == self.row                 # (a squeezed one: numbers only, no tensor operand)
             ok = all(self.frame[i] == "row" and g[i].shape == node.shape for i in inside) and all(
-                g[i].op in ("const", "scalar") or kept and _fits(g[i].shape, self.row) for i in outside)
+                g[i].op in ("const", "scalar") or kept and fits(g[i].shape, self.row) for i in outside)
             return self._set(nid, "row") if ok else False
         if node.shape != self.domain:
             return False

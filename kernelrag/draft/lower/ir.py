@@ -102,3 +102,11 @@ def broadcast(*shapes: tuple[int, ...]) -> tuple[int, ...]:
             raise ValueError(f"shapes {shapes} do not broadcast")
         out.append(sizes.pop() if sizes else 1)
     return tuple(out)
+
+
+def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
+    """True when ``shape`` broadcasts to ``domain`` without growing it."""
+    try:
+        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
+    except ValueError:
+        return False

@@ -9,20 +9,13 @@ plan the lowering.
 from __future__ import annotations
 
 from kernelrag.draft.lower.exprs import literal
-from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX, Graph, broadcast
+from kernelrag.draft.lower.ir import BOOL, FLOAT, INDEX, Graph, fits  # noqa: F401 (fits: the templates call C.fits)
 
 LANE, ROW, SQUEEZED = "lane", "row", "squeezed"
 
 
 def aligned(shape: tuple[int, ...], rank: int) -> tuple[int, ...]:
     return (1,) * (rank - len(shape)) + tuple(shape)
-
-
-def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
-    try:
-        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
-    except ValueError:
-        return False
 
 
 def shape_frame(shape: tuple[int, ...], domain: tuple[int, ...], reduced: tuple[int, ...]) -> str:

@@ -24,10 +24,10 @@ from kernelrag.draft.lower.conv import ConvSpec, render_conv
 from kernelrag.draft.lower.conv_direct import render_direct_conv
 from kernelrag.draft.lower.exprs import is_elementwise
 from kernelrag.draft.lower.gemm_spec import LoweringError
-from kernelrag.draft.lower.ir import FLOAT, Graph, Node
+from kernelrag.draft.lower.ir import FLOAT, Graph, Node, fits
 from kernelrag.draft.lower.pool import PoolSpec, render_global_pool, render_pool
 from kernelrag.draft.lower.protocol import Emitted, Region, register
-from kernelrag.draft.lower.templates.gemm import epilogue_text, fits, wrapper
+from kernelrag.draft.lower.templates.gemm import epilogue_text, wrapper
 from kernelrag.draft.lower.tiles import direct_fits, refused_variant
 
 

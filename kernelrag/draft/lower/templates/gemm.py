@@ -30,7 +30,7 @@ from kernelrag.draft.lower import gemm_rows
 from kernelrag.draft.lower.gemm import gemm_parts, precision_note, transformations_of
 from kernelrag.draft.lower.gemm_kernels import tma_eligible
 from kernelrag.draft.lower.gemm_spec import GemmSpec, Tri
-from kernelrag.draft.lower.ir import Graph, Node, broadcast
+from kernelrag.draft.lower.ir import Graph, Node, fits
 from kernelrag.draft.lower.protocol import Emitted, Region, register
 from kernelrag.draft.lower.templates.rowwise import ROWWISE
 
@@ -48,14 +48,6 @@ def fuses_row(n: int, k: int) -> bool:
     GEMM's time: small for a long K, a multiple of it for a short one."""
     return n <= WIDE_ROW or (n <= MAX_ROW and k <= SHORT_K)
 _ROW_REDUCE = {"sum", "mean", "max", "min"}
-
-
-def fits(shape: tuple[int, ...], domain: tuple[int, ...]) -> bool:
-    """True when ``shape`` broadcasts to ``domain`` without growing it."""
-    try:
-        return len(shape) <= len(domain) and broadcast(shape, domain) == tuple(domain)
-    except ValueError:
-        return False
 
 
 def epilogue_text(graph: Graph, region: Region, anchor: int, extras: list[int], row_reduce: bool = False,
