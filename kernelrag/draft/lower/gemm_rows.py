@@ -78,9 +78,11 @@ class _Walk:
             return False
         rows = [i for i in inside if self.frame[i] == "row"]
         if rows:                          # y - max(y), with max a reduction of that very y
-            y, m = (node.inputs + [None, None])[:2]
-            if not (node.op == "sub" and rows == [m] and g[m].op == "reduce" and g[m].args["fn"] == "max"
-                    and g[m].inputs[0] == y and self.frame.get(y) == "lane" and y not in self.shifted):
+            if node.op != "sub" or len(node.inputs) != 2:
+                return False
+            y, m = node.inputs
+            if not (rows == [m] and g[m].op == "reduce" and g[m].args["fn"] == "max" and g[m].inputs[0] == y
+                    and self.frame.get(y) == "lane" and y not in self.shifted):
                 return False
             self.shifted[nid] = m
             return self._set(nid, "lane")
@@ -94,6 +96,14 @@ class _Walk:
     def _set(self, nid: int, frame: str) -> bool:
         self.frame[nid] = frame
         return True
+
+
+def _walked(graph: Graph, anchor: int, nodes: list[int]) -> _Walk:
+    """The frames of a planned chain (``plan`` took every one of ``nodes``)."""
+    walk = _Walk(graph, anchor)
+    for nid in nodes:
+        walk.take(nid)
+    return walk
 
 
 def plan(graph: Graph, anchor: int) -> list[int] | None:
@@ -133,8 +143,7 @@ def plan(graph: Graph, anchor: int) -> list[int] | None:
 
 def rescaled(graph: Graph, nodes: list[int], anchor: int) -> bool:
     """True when a logsumexp among ``nodes`` merges its tiles by their maxima."""
-    walk = _Walk(graph, anchor)
-    return any(walk.take(n) and n in walk.shifted for n in nodes)
+    return bool(_walked(graph, anchor, nodes).shifted)
 
 
 def reduce_expr(fn: str, x: str) -> str:
@@ -167,9 +176,7 @@ def tile_lines(graph: Graph, nodes: list[int], anchor: int, extras: list[int], s
     values a thread at a 128 x 256 tile on 8 warps leave room for one more tile, not two. A
     logsumexp's shift is the tile's own max (``r<j>``: 0 where the tile's row is all -inf, so
     no -inf - -inf)."""
-    walk = _Walk(graph, anchor)
-    for nid in nodes:
-        walk.take(nid)
+    walk = _walked(graph, anchor, nodes)
     names = _names(graph, nodes, anchor, extras, scalars)
     part = {n: j for j, n in enumerate(reductions(graph, nodes))}
     lines: list[str] = []
@@ -203,9 +210,7 @@ def combine_kernel(graph: Graph, nodes: list[int], anchor: int, extras: list[int
     """``<name>_rows_kernel``: BLOCK_R rows a program, each row's NT partials of every reduction
     combined (a logsumexp's sums rescaled to the row's max), then the row values of the chain and
     the one store of its last."""
-    walk = _Walk(graph, anchor)
-    for nid in nodes:
-        walk.take(nid)
+    walk = _walked(graph, anchor, nodes)
     names = _names(graph, nodes, anchor, extras, scalars)
     reds = reductions(graph, nodes)
     args = ["    ws_ptr,  # fp32 partials [NP, R, NT]: per row and output tile, one value of each reduction\n",

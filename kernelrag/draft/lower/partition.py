@@ -132,10 +132,7 @@ def _partition(graph: Graph, stops: set[int]) -> list[Region | ViewStep]:
     for step in steps:
         if isinstance(step, Region):
             inside = set(step.nodes)
-            for nid in step.nodes:
-                for i in graph[nid].inputs:
-                    if i not in inside and i not in step.loads and graph[i].op != "const":
-                        step.loads.append(i)
+            step.loads += [i for i in step.outside_inputs(graph) if i not in step.loads]
             step.outputs = [nid for nid in step.nodes
                             if nid in graph.outputs or any(u not in inside for u in users[nid] if u in live)]
     return steps

@@ -48,6 +48,12 @@ class Region:
     loads: list[int] = field(default_factory=list)     # ids read from outside (filled by the partitioner)
     outputs: list[int] = field(default_factory=list)   # ids needed outside (filled by the partitioner)
 
+    def outside_inputs(self, graph: Graph) -> list[int]:
+        """The ids its nodes read that are computed outside it (constants are literals), first read first."""
+        inside = set(self.nodes)
+        return list(dict.fromkeys(i for nid in self.nodes for i in graph[nid].inputs
+                                  if i not in inside and graph[i].op != "const"))
+
     def describe(self, graph: Graph) -> str:
         ops = [graph[i].origin or graph[i].op for i in self.nodes]
         seen: list[str] = []

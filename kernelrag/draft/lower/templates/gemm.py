@@ -268,18 +268,10 @@ class GemmTemplate:
         about 0.2 ms on an H200) but adds an exp a product element to every tile; which is faster
         is the GPU's answer, so the two race."""
         anchor, chain = region.state["anchor"], region.nodes[1:]
-        rows = Region(template=ROWWISE)
-        first = next(n for n in chain if graph[n].op == "reduce")
-        ROWWISE.absorbs(graph, rows, graph[first])          # the row frame: the domain and reduced dims
-        rows.state["frames"].pop(first)
-        for nid in chain:
-            if not ROWWISE.absorbs(graph, rows, graph[nid]):
-                raise ValueError(f"the row-wise template does not take {graph[nid].label()} after the product")
-            rows.nodes.append(nid)
-        inside = set(chain)
-        rows.loads = list(dict.fromkeys(i for n in chain for i in graph[n].inputs
-                                        if i not in inside and graph[i].op != "const"))
-        rows.outputs = [chain[-1]]
+        rows = ROWWISE.replayed(graph, graph[next(n for n in chain if graph[n].op == "reduce")], chain)
+        if rows is None:
+            raise ValueError(f"the row-wise template does not take {region.describe(graph)}'s chain after the product")
+        rows.loads, rows.outputs = rows.outside_inputs(graph), [chain[-1]]
         product = Region(template=self, nodes=[anchor], domain=region.domain,
                          state={**region.state, "split": None}, outputs=[anchor],
                          loads=[i for i in region.loads if i in graph[anchor].inputs])

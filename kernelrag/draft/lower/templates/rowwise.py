@@ -154,16 +154,26 @@ class RowwiseTemplate:
             return False
         if graph[node.inputs[0]].shape != region.domain:
             return False
-        trial = Region(template=self)
-        if not self.absorbs(graph, trial, node):
+        trial = self.replayed(graph, node, region.nodes + [node.id])
+        if trial is None:
             return False
-        trial.state["frames"].pop(node.id)
-        trial.state.update(scans=0, argreduce=False, reverse=False)
-        for nid in region.nodes + [node.id]:
-            if not self.absorbs(graph, trial, graph[nid]):
-                return False
         region.template, region.domain, region.reduced, region.state = self, trial.domain, trial.reduced, trial.state
         return True
+
+    def replayed(self, graph: Graph, opener: Node, nodes: list[int]) -> Region | None:
+        """A row-wise region holding ``nodes`` (in order) whose frame ``opener`` (a reduction or
+        scan among them) sets, or None where one of them does not fit it: a pointwise region
+        adopted as a reduction's prologue, or a GEMM's row chain placed after its product."""
+        trial = Region(template=self)
+        if not self.absorbs(graph, trial, opener):
+            return None
+        trial.state["frames"].pop(opener.id)
+        trial.state.update(scans=0, argreduce=False, reverse=False)
+        for nid in nodes:
+            if not self.absorbs(graph, trial, graph[nid]):
+                return None
+        trial.nodes = list(nodes)
+        return trial
 
     def unavailable(self, graph: Graph, region: Region, variant: str) -> str | None:
         if variant not in self.variants:
